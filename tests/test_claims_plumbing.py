@@ -1,0 +1,69 @@
+"""The claims helpers: plain scalars, reading glue back, the rule evaluator."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from dlmspec_min import claims
+
+
+def test_plain_casts_numpy_and_torch_scalars():
+    assert type(claims.plain(np.float32(0.5))) is float
+    assert type(claims.plain(np.int64(3))) is int
+    assert type(claims.plain(torch.tensor(2.5))) is float
+    assert claims.plain("replicated") == "replicated"
+    with pytest.raises(TypeError):
+        claims.plain(np.array([1.0, 2.0]))
+
+
+def test_evaluate_rules():
+    v = {"a": 0.7, "b": 0.001, "lo": 0.45, "hi": 0.55}
+    assert claims.evaluate("a > 0.5 and b < 0.01 and lo <= 0.5 <= hi", v)
+    assert not claims.evaluate("a > 0.5 and lo > 0.5", v)
+    assert claims.evaluate("a < 0.1 or not b > 0.1", v)
+    assert claims.evaluate("b * 1000 >= 1 - 0.5 + 0.5", v)
+    with pytest.raises(KeyError, match="missing"):
+        claims.evaluate("missing > 1", v)
+    with pytest.raises(ValueError, match="unsupported"):
+        claims.evaluate("__import__('os')", v)
+
+
+def test_verdict_picks_first_rule_that_holds():
+    reg = {"claims": {"X": {"rule": {"replicated": "a > 1", "direction only": "a > 0"}}}}
+    assert claims.verdict("X", {"a": 2}, reg) == "replicated"
+    assert claims.verdict("X", {"a": 0.5}, reg) == "direction only"
+    assert claims.verdict("X", {"a": -1}, reg) == "not replicated"
+
+
+def test_check_values_reports_missing_nonfinite_and_out_of_range():
+    keys = {"a": {"range": [0, 1]}, "b": {"range": [0, 1]}, "c": {}, "d": {}}
+    problems = claims.check_values(keys, {"a": 2.0, "c": float("nan"), "d": 1})
+    assert any(p.startswith("a:") and "outside" in p for p in problems)
+    assert any(p.startswith("b:") and "not recorded" in p for p in problems)
+    assert any(p.startswith("c:") for p in problems)
+    assert not any(p.startswith("d:") for p in problems)
+
+
+def _glue_output(name, value):
+    return {"output_type": "display_data", "metadata": {"scrapbook": {"name": name,
+            "mime_prefix": "application/papermill.record/"}},
+            "data": {"application/papermill.record/text/plain": repr(value)}}
+
+
+def test_read_glued_from_ipynb_and_glue_json(tmp_path):
+    nb = {"cells": [{"cell_type": "code", "outputs": [_glue_output("x", 0.25),
+                                                     _glue_output("v", "replicated")]}]}
+    (tmp_path / "a.ipynb").write_text(json.dumps(nb))
+    assert claims.read_glued(tmp_path / "a.ipynb") == {"x": 0.25, "v": "replicated"}
+    glue = {"y": {"data": {"text/plain": "3"}}, "z": {"data": {"text/plain": "'ok'"}}}
+    (tmp_path / "b.glue.json").write_text(json.dumps(glue))
+    (tmp_path / "b.ipynb").write_text(json.dumps({"cells": []}))
+    assert claims.read_glued(tmp_path / "b.ipynb") == {"y": 3, "z": "ok"}
+
+
+def test_dashboard_rows_mark_unbuilt_claims(tmp_path):
+    rows = claims.dashboard_rows(executed_dir=tmp_path)
+    assert [r["id"] for r in rows] == [f"C{i}" for i in range(1, 9)]
+    assert all(r["verdict"] == claims.NOT_REBUILT for r in rows)

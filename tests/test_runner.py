@@ -1,0 +1,106 @@
+"""The rerun command: parameter discovery, validation before any work, help."""
+
+import subprocess
+import sys
+import textwrap
+
+import papermill
+import pytest
+
+from dlmspec_min import params, run
+
+NOTEBOOK = textwrap.dedent('''\
+    ---
+    jupytext:
+      text_representation:
+        extension: .md
+        format_name: myst
+        format_version: 0.13
+    kernelspec:
+      display_name: Python 3
+      language: python
+      name: python3
+    ---
+
+    # A tiny notebook
+
+    ```{code-cell} ipython3
+    :tags: [parameters]
+
+    model: str = "dlmspec/base"  # target model (registry name or folder)
+    n_samples: int = 8  # sequences to decode
+    threshold: float = 0.9  # Fast-dLLM confidence threshold
+    K_sweep: list = [16, 64]  # cluster counts to sweep
+    ```
+
+    ```{code-cell} ipython3
+    from dlmspec_min.params import validate_all
+    from dlmspec_min.claims import record
+    validate_all(dict(model=model, n_samples=n_samples, threshold=threshold, K_sweep=K_sweep))
+    record("doubled", 2 * n_samples)
+    ```
+    ''')
+
+
+@pytest.fixture
+def notebook(tmp_path):
+    path = tmp_path / "99_tiny.md"
+    path.write_text(NOTEBOOK)
+    return path
+
+
+@pytest.fixture
+def no_execution(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("papermill must not run for a bad parameter")
+    monkeypatch.setattr(papermill, "execute_notebook", refuse)
+
+
+def test_declared_parameters_are_read_with_types_and_help(notebook):
+    declared = params.notebook_parameters(notebook)
+    assert list(declared) == ["model", "n_samples", "threshold", "K_sweep"]
+    assert declared["n_samples"]["inferred_type_name"] == "int"
+    assert "sequences" in declared["n_samples"]["help"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-p", "n_sampels", "3"], "unknown parameter 'n_sampels'; this notebook takes:"),
+    (["-p", "n_samples", "zero"], "parameter n_samples: cannot read 'zero' as int"),
+    (["-p", "n_samples", "0"], "parameter n_samples=0 must be an integer >= 1"),
+    (["-p", "threshold", "1.5"], "parameter threshold=1.5 must be a number in (0, 1]"),
+    (["-p", "model", "nope/model"], "parameter model='nope/model' must be a registered model"),
+    (["-p", "K_sweep", "[1]"], "parameter K_sweep=[1] must be a non-empty list"),
+])
+def test_bad_parameter_is_one_line_and_exit_2(notebook, no_execution, capsys, argv, message):
+    assert run.main([str(notebook), *argv]) == run.EXIT_BAD_PARAMETER
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err
+
+
+def test_parameters_file_is_validated(notebook, tmp_path, no_execution, capsys):
+    profile = tmp_path / "p.yaml"
+    profile.write_text("n_samples: -4\n")
+    assert run.main([str(notebook), "-f", str(profile)]) == run.EXIT_BAD_PARAMETER
+    assert "n_samples=-4" in capsys.readouterr().err
+
+
+def test_help_lists_the_notebook_parameters(notebook, capsys):
+    assert run.main([str(notebook), "--help"]) == 0
+    out = capsys.readouterr().out
+    for name in ["model", "n_samples", "threshold", "K_sweep"]:
+        assert name in out
+    assert "Fast-dLLM confidence threshold" in out
+
+
+def test_cli_fails_fast_as_a_process(notebook):
+    proc = subprocess.run([sys.executable, "-m", "dlmspec_min.run", str(notebook), "-p", "seed", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error: unknown parameter 'seed'")
+
+
+def test_execution_records_values(notebook, tmp_path):
+    out = tmp_path / "out.ipynb"
+    assert run.main([str(notebook), "-p", "n_samples", "5", "-o", str(out)]) == 0
+    from dlmspec_min.claims import read_glued
+    assert read_glued(out)["doubled"] == 10
