@@ -22,11 +22,11 @@ def main() -> int:
     except CorpusError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    from .judge import JudgeError, load_judge
+    from .judge import JudgeUnavailable, load_judge
 
     try:
         load_judge()
-    except JudgeError as e:
+    except JudgeUnavailable as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print(f"judge: ready ({time.perf_counter() - t0:.1f} s in all)")

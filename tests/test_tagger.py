@@ -1,0 +1,196 @@
+"""Content/function tagger: the Brown tag map, the lexicon and token classes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dlmspec_min import tagger
+from dlmspec_min.corpus import CorpusError, brown_dir, read_document, read_genres
+from dlmspec_min.tagger import (
+    CONTENT,
+    FUNCTION,
+    PUNCT,
+    SPECIAL,
+    Lexicon,
+    classes_of_tokens,
+    coarse_class,
+)
+
+MIN_AGREEMENT = 0.95  # the issue's bar for held-out agreement
+
+
+def _corpus_root():
+    try:
+        read_genres()
+    except CorpusError as err:
+        pytest.skip(f"Brown corpus not fetched ({err})")
+    return brown_dir()
+
+
+@pytest.mark.parametrize(
+    ("tag", "expected"),
+    [
+        ("nn", CONTENT),
+        ("nns$", CONTENT),
+        ("nn-tl", CONTENT),
+        ("nn-tl-hl", CONTENT),
+        ("np$", CONTENT),
+        ("nr", CONTENT),
+        ("vbd", CONTENT),
+        ("vb+ppo", CONTENT),  # "gimme": first part
+        ("jjt", CONTENT),
+        ("rbr", CONTENT),
+        ("rn", CONTENT),
+        ("cd-tl", CONTENT),
+        ("od", CONTENT),
+        ("uh", CONTENT),
+        ("fw-nn", CONTENT),
+        ("fw-in+at-tl", CONTENT),
+        ("fw-*", CONTENT),  # a foreign word is content whatever follows
+        ("at", FUNCTION),
+        ("in-tl", FUNCTION),
+        ("pps+bez", FUNCTION),  # "it's"
+        ("ppss+ber-n", FUNCTION),  # truncated compound in Brown
+        ("pp$$", FUNCTION),
+        ("wp$", FUNCTION),
+        ("bedz*", FUNCTION),  # "wasn't"
+        ("md*-hl", FUNCTION),
+        ("*", FUNCTION),  # "not"
+        ("*-hl", FUNCTION),
+        ("hvd", FUNCTION),
+        ("doz*", FUNCTION),
+        ("to", FUNCTION),
+        ("ql", FUNCTION),
+        ("wrb", FUNCTION),
+        ("nil", FUNCTION),
+        ("pn", FUNCTION),
+        (".", PUNCT),
+        (".-hl", PUNCT),
+        ("---hl", PUNCT),
+        ("--", PUNCT),
+        ("''", PUNCT),
+        ("``", PUNCT),
+        ("'", PUNCT),
+        ("(", PUNCT),
+        (":-tl", PUNCT),
+        ("NN-TL", CONTENT),
+    ],
+)
+def test_coarse_class(tag, expected):
+    assert coarse_class(tag) == expected
+
+
+@pytest.mark.parametrize("tag", ["xyz", "fw-xyz", "", "nn-zz", "+", "$"])
+def test_unknown_tag_raises_naming_it(tag):
+    with pytest.raises(ValueError, match="unknown Brown tag") as info:
+        coarse_class(tag)
+    assert repr(tag) in str(info.value)
+
+
+def test_every_brown_tag_maps():
+    root = _corpus_root()
+    tags = {
+        tag
+        for doc in read_genres(root)
+        for sentence in read_document(root / doc)
+        for _, tag in sentence
+    }
+    assert len(tags) > 400  # Brown has 472 distinct tag strings
+    classes = {tag: coarse_class(tag) for tag in tags}  # raises on an unknown tag
+    assert set(classes.values()) == {CONTENT, FUNCTION, PUNCT}
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    _corpus_root()
+    from dlmspec_min.corpus import brown_dataset
+
+    return brown_dataset("test")
+
+
+def test_lexicon_agreement_on_held_out(held_out):
+    lexicon = tagger.default_lexicon()
+    assert lexicon.meta["split"] == "train"  # fitted on the other documents
+    result = tagger.agreement(lexicon, held_out)
+    assert result["n_words"] > 100_000
+    assert result["overall"] >= MIN_AGREEMENT
+    assert result["binary"] >= MIN_AGREEMENT
+    confusion = result["confusion"]
+    assert int(confusion.to_numpy().sum()) == result["n_words"]
+    assert (
+        int(confusion.loc[[CONTENT, FUNCTION]].to_numpy().sum()) == (result["n_binary"])
+    )
+
+
+def _toy_lexicon():
+    classes = {"The": FUNCTION, "cat": CONTENT, ".": PUNCT, "dog": CONTENT}
+    classes["cats"] = FUNCTION  # artificial: pieces must follow the WORD's class
+    return Lexicon(exact=classes, lower={w.lower(): c for w, c in classes.items()})
+
+
+def test_lexicon_lookup_order_and_unseen_rule():
+    lexicon = Lexicon(exact={"US": CONTENT}, lower={"us": FUNCTION, "the": FUNCTION})
+    assert lexicon.classify("US") == CONTENT  # exact form first
+    assert lexicon.classify("Us") == FUNCTION  # then lower-cased
+    assert lexicon.classify("THE") == FUNCTION
+    assert lexicon.classify("zyzzyva") == CONTENT  # unseen word
+    assert lexicon.classify("1984") == CONTENT  # unseen number
+    assert lexicon.classify("?!") == PUNCT  # unseen punctuation
+    assert lexicon.classify("$") == PUNCT  # symbols count as punct
+    assert lexicon(["US", "?!"]) == [CONTENT, PUNCT]
+
+
+def test_fit_takes_majority_with_fixed_tie_break():
+    data = {
+        "words": [["that", "that", "that", "Run", "run"]],
+        "tags": [["cs", "dt", "dt", "vb", "nn"]],
+    }
+    lexicon = Lexicon.fit(data)
+    assert lexicon.classify("that") == FUNCTION
+    assert lexicon.exact["Run"] == CONTENT
+    data = {"words": [["so", "so"]], "tags": [["rb", "cs"]]}  # tie: content first
+    assert Lexicon.fit(data).classify("so") == CONTENT
+
+
+def test_save_load_round_trip(tmp_path):
+    lexicon = _toy_lexicon()
+    lexicon.meta = {"split": "toy"}
+    path = lexicon.save(tmp_path / "sub" / "lexicon.json")
+    loaded = Lexicon.load(path)
+    assert loaded == lexicon and loaded.meta == {"split": "toy"}
+    assert [p.name for p in path.parent.iterdir()] == ["lexicon.json"]  # no temp left
+    path.write_text(json.dumps({"format": 99}))
+    with pytest.raises(ValueError, match="delete it"):
+        Lexicon.load(path)
+
+
+def test_unknown_class_rejected():
+    with pytest.raises(ValueError, match="unknown classes"):
+        Lexicon(exact={"x": "noun"}, lower={})
+
+
+@pytest.fixture(scope="module")
+def small_tokenizer():
+    from dlmspec_min.tokenizer import train_tokenizer
+
+    sentences = [["The", "dog", "is", "running", "."], ["The", "cat", "sat", "."]] * 5
+    return train_tokenizer(sentences, vocab_size=60)
+
+
+def test_subword_pieces_inherit_their_word_class(small_tokenizer):
+    from dlmspec_min.tokenizer import BOS_ID, EOS_ID, MASK_ID, PAD_ID
+
+    tok = small_tokenizer
+    text_ids = tok("The cats dog .", add_special_tokens=False)["input_ids"]
+    pieces = tok.convert_ids_to_tokens(text_ids)
+    assert pieces[:3] == ["The", "cat", "##s"], pieces  # "cats" is split
+    ids = [BOS_ID, *text_ids, MASK_ID, EOS_ID, PAD_ID]
+    classes = classes_of_tokens(tok, ids, _toy_lexicon())
+    assert (
+        classes
+        == [SPECIAL, FUNCTION, FUNCTION, FUNCTION, CONTENT, PUNCT] + [SPECIAL] * 3
+    )
+    # the piece "cat" alone would be content; inside "cats" it is the word's class
+    assert classes_of_tokens(tok, text_ids[1:2], _toy_lexicon()) == [CONTENT]
