@@ -1,0 +1,80 @@
+"""Synthetic denoisers for decoder tests: no model, no files, vocab 16.
+
+``ToyDenoiser`` is a two-"layer" bidirectional function of the tokens, so
+committing one token changes the logits everywhere (as in a real DLM), and
+rows never interact. ``CachedToyDenoiser`` adds a Fast-dLLM-style approximate
+cache: it stores each layer's per-position features at ``prefill`` and, for a
+window, recomputes only the window against those stale features.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+VOCAB = 16
+MASK_ID = VOCAB - 1  # the mask is a real vocabulary entry with its own logit
+HIDDEN = 8
+MAX_LEN = 64
+
+
+class ToyDenoiser:
+    supports_cache = False
+    shifted = False
+
+    def __init__(self, seed: int = 0, sharpness: float = 6.0, dtype=torch.float32):
+        g = torch.Generator().manual_seed(seed)
+        self.emb = torch.randn(VOCAB, HIDDEN, generator=g)
+        self.pos = torch.randn(MAX_LEN, HIDDEN, generator=g)
+        self.out = torch.randn(HIDDEN, VOCAB, generator=g) * sharpness / HIDDEN**0.5
+        self.mask_id, self.vocab_size, self.dtype = MASK_ID, VOCAB, dtype
+        self.calls: list[torch.Tensor] = []  # every input seen, for trace tests
+
+    def _embed(self, x, start=0):
+        return self.emb[x] + self.pos[start:start + x.shape[1]]  # (B, W, D)
+
+    @staticmethod
+    def _layer(h_query, h_all):
+        return torch.tanh(h_query + h_all.mean(dim=1, keepdim=True))  # (B, W, D)
+
+    def _head(self, z_query, z_all):
+        return (self._layer(z_query, z_all) @ self.out).to(self.dtype)  # (B, W, V)
+
+    def logits(self, x):
+        self.calls.append(x.clone())
+        h = self._embed(x)
+        z = self._layer(h, h)
+        return self._head(z, z)
+
+
+class CachedToyDenoiser(ToyDenoiser):
+    supports_cache = True
+
+    def prefill(self, x):
+        self.calls.append(x.clone())
+        h = self._embed(x)
+        z = self._layer(h, h)
+        return self._head(z, z), (h, z)
+
+    def logits_window(self, xw, start, cache):
+        self.calls.append(xw.clone())
+        h_old, z_old = cache
+        stop = start + xw.shape[1]
+        h = self._embed(xw, start)
+        z = self._layer(h, torch.cat([h_old[:, :start], h, h_old[:, stop:]], dim=1))
+        return self._head(z, torch.cat([z_old[:, :start], z, z_old[:, stop:]], dim=1))
+
+
+@pytest.fixture
+def toy():
+    return ToyDenoiser()
+
+
+@pytest.fixture
+def cached_toy():
+    return CachedToyDenoiser()
+
+
+def make_prompt(batch: int, length: int, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, MASK_ID, (batch, length), generator=g)  # no masks
