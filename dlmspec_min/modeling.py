@@ -18,7 +18,12 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from transformers import AutoConfig, AutoModelForMaskedLM, PretrainedConfig, PreTrainedModel
+from transformers import (
+    AutoConfig,
+    AutoModelForMaskedLM,
+    PretrainedConfig,
+    PreTrainedModel,
+)
 from transformers.modeling_outputs import MaskedLMOutput
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: (B, nh, L, hd) twice
@@ -60,8 +65,10 @@ class DLMConfig(PretrainedConfig):
         self.initializer_range = initializer_range
         self.mask_token_id = mask_token_id
         super().__init__(
-            pad_token_id=pad_token_id, bos_token_id=bos_token_id,
-            eos_token_id=eos_token_id, **kwargs,
+            pad_token_id=pad_token_id,
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            **kwargs,
         )
 
 
@@ -88,13 +95,15 @@ class Attention(nn.Module):
 
     def forward(self, h, cos, sin, cache=None, start=0):
         B, W, D = h.shape
-        q, k, v = self.qkv(h).view(B, W, 3, self.nh, D // self.nh).permute(2, 0, 3, 1, 4)
+        q, k, v = (
+            self.qkv(h).view(B, W, 3, self.nh, D // self.nh).permute(2, 0, 3, 1, 4)
+        )
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)  # (B, nh, W, hd)
         fresh = (k, v)
         if cache is not None:  # stale keys/values outside the window
             ck, cv = cache
-            k = torch.cat([ck[:, :, :start], k, ck[:, :, start + W:]], dim=2)
-            v = torch.cat([cv[:, :, :start], v, cv[:, :, start + W:]], dim=2)
+            k = torch.cat([ck[:, :, :start], k, ck[:, :, start + W :]], dim=2)
+            v = torch.cat([cv[:, :, :start], v, cv[:, :, start + W :]], dim=2)
         y = F.scaled_dot_product_attention(q, k, v)  # bidirectional: no mask
         return self.out(y.transpose(1, 2).reshape(B, W, D)), fresh
 
@@ -134,8 +143,12 @@ class DLMForMaskedDiffusion(PreTrainedModel):
     def __init__(self, config: DLMConfig):
         super().__init__(config)
         self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
+        self.blocks = nn.ModuleList(
+            Block(config) for _ in range(config.num_hidden_layers)
+        )
         self.norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        # the tied head gets its own bias (as BERT's): token frequencies for free
+        self.head_bias = nn.Parameter(torch.zeros(config.vocab_size))
         self.post_init()
 
     def _init_weights(self, module):
@@ -147,7 +160,7 @@ class DLMForMaskedDiffusion(PreTrainedModel):
     def get_input_embeddings(self):
         return self.embed
 
-    def _run(self, input_ids, start=0, cache=None):
+    def _run(self, input_ids, start=0, cache=None, output_mask=None):
         W = input_ids.shape[1]
         if start + W > self.config.max_position_embeddings:
             raise ValueError(
@@ -161,14 +174,29 @@ class DLMForMaskedDiffusion(PreTrainedModel):
         for i, block in enumerate(self.blocks):
             h, kv = block(h, cos, sin, None if cache is None else cache[i], start)
             fresh.append(kv)
-        logits = F.linear(self.norm(h), self.embed.weight)  # (B, W, V), tied head
+        if output_mask is not None:  # training: the head only where the loss looks
+            h = h[output_mask]  # (N, D)
+        logits = F.linear(self.norm(h), self.embed.weight, self.head_bias)  # (B, W, V)
         return logits, fresh
 
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None, **kwargs):
-        logits, _ = self._run(input_ids)
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        output_mask: torch.Tensor | None = None,
+        **kwargs,
+    ):
+        """Logits (B, L, V); with a bool ``output_mask`` (B, L), only there: (N, V)."""
+        logits, _ = self._run(input_ids, output_mask=output_mask)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+            if output_mask is not None:
+                labels = labels[output_mask]
+            loss = F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]).float(),
+                labels.reshape(-1),
+                ignore_index=-100,
+            )
         return MaskedLMOutput(loss=loss, logits=logits)
 
     # --- Fast-dLLM approximate KV cache -------------------------------------------
@@ -180,8 +208,10 @@ class DLMForMaskedDiffusion(PreTrainedModel):
         return self._run(input_ids)
 
     @torch.no_grad()
-    def forward_window(self, window_ids: torch.Tensor, start: int, cache: KVCache) -> torch.Tensor:
-        """Logits (B, W, V) for positions [start, start + W), other positions from ``cache``."""
+    def forward_window(
+        self, window_ids: torch.Tensor, start: int, cache: KVCache
+    ) -> torch.Tensor:
+        """Logits (B, W, V) for positions [start, start + W); the rest cached."""
         logits, _ = self._run(window_ids, start=start, cache=cache)
         return logits
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
 
@@ -29,19 +30,35 @@ def _model_name(v):
 
 
 def _positive_int(v):
-    return None if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else "must be an integer >= 1"
+    return (
+        None
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 1
+        else "must be an integer >= 1"
+    )
 
 
 def _nonneg_int(v):
-    return None if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else "must be an integer >= 0"
+    return (
+        None
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        else "must be an integer >= 0"
+    )
 
 
 def _unit_interval_open_left(v):
-    return None if isinstance(v, (int, float)) and 0 < v <= 1 else "must be a number in (0, 1]"
+    return (
+        None
+        if isinstance(v, (int, float)) and 0 < v <= 1
+        else "must be a number in (0, 1]"
+    )
 
 
 def _fraction(v):
-    return None if isinstance(v, (int, float)) and 0 <= v < 1 else "must be a number in [0, 1)"
+    return (
+        None
+        if isinstance(v, (int, float)) and 0 <= v < 1
+        else "must be a number in [0, 1)"
+    )
 
 
 def _nonneg_float(v):
@@ -53,12 +70,19 @@ def _positive_float(v):
 
 
 def _device(v):
-    return None if isinstance(v, str) and DEVICE_RE.match(v) else "must be 'cpu', 'cuda', 'cuda:N' or 'mps'"
+    return (
+        None
+        if isinstance(v, str) and DEVICE_RE.match(v)
+        else "must be 'cpu', 'cuda', 'cuda:N' or 'mps'"
+    )
 
 
 def _choices(*options):
     def check(v):
-        return None if v in options else f"must be one of {', '.join(map(repr, options))}"
+        return (
+            None if v in options else f"must be one of {', '.join(map(repr, options))}"
+        )
+
     return check
 
 
@@ -68,7 +92,11 @@ def _k_list(v):
 
 
 def _float_list(v):
-    ok = isinstance(v, list) and v and all(isinstance(x, (int, float)) and 0 < x <= 1 for x in v)
+    ok = (
+        isinstance(v, list)
+        and v
+        and all(isinstance(x, (int, float)) and 0 < x <= 1 for x in v)
+    )
     return None if ok else "must be a non-empty list of numbers in (0, 1]"
 
 
@@ -99,15 +127,19 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "quality_bound": _fraction,
     "device": _device,
     "dtype": _choices("float32", "bfloat16", "float16"),
-    "trust_remote_code": lambda v: None if isinstance(v, bool) else "must be true or false",
+    "trust_remote_code": lambda v: (
+        None if isinstance(v, bool) else "must be true or false"
+    ),
     "judge": _choices("smollm2-135m", "gpt2"),
+    "levels": _positive_int,  # residual semantic-ID levels (02, 03)
+    "n_train": _positive_int,  # training windows of the SID head (02, 03)
 }
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
 
 def coerce(value: Any, type_name: str | None) -> Any:
-    """Turn a command-line string into the declared type (``int``, ``float``, ``list[...]``...)."""
+    """Turn a command-line string into the declared type (int, float, list...)."""
     if not isinstance(value, str) or type_name in (None, "str", "None"):
         return value
     if type_name == "bool":

@@ -1,7 +1,8 @@
 """Rerun one notebook of the book with new parameters.
 
     python -m dlmspec_min.run notebooks/02_anchor_acceptance.md -p n_samples 512
-    python -m dlmspec_min.run notebooks/07_strong_model.md -f notebooks/profiles/paper-scale.yaml
+    python -m dlmspec_min.run notebooks/07_strong_model.md \
+        -f notebooks/profiles/paper-scale.yaml
     python -m dlmspec_min.run notebooks/01_easy_first.md --help    # its parameters
 
 The MyST text notebook is read with jupytext and executed with papermill into
@@ -30,18 +31,24 @@ class ParameterError(ValueError):
     pass
 
 
-def resolve(notebook_params: dict[str, dict], given: dict[str, object]) -> dict[str, object]:
+def resolve(
+    notebook_params: dict[str, dict], given: dict[str, object]
+) -> dict[str, object]:
     """Coerce and validate ``given`` against the notebook's declared parameters."""
     out = {}
     for name, value in given.items():
         if name not in notebook_params:
             allowed = ", ".join(sorted(notebook_params))
-            raise ParameterError(f"unknown parameter {name!r}; this notebook takes: {allowed}")
+            raise ParameterError(
+                f"unknown parameter {name!r}; this notebook takes: {allowed}"
+            )
         type_name = notebook_params[name].get("inferred_type_name")
         try:
             value = params.coerce(value, type_name)
         except (ValueError, SyntaxError) as e:
-            raise ParameterError(f"parameter {name}: cannot read {value!r} as {type_name} ({e})")
+            raise ParameterError(
+                f"parameter {name}: cannot read {value!r} as {type_name} ({e})"
+            ) from None
         try:
             params.check(name, value)
         except ValueError as e:
@@ -53,22 +60,45 @@ def resolve(notebook_params: dict[str, dict], given: dict[str, object]) -> dict[
 def describe(path: Path, notebook_params: dict[str, dict]) -> str:
     lines = [f"parameters of {path} (override with -p NAME VALUE or -f FILE.yaml):"]
     for name, p in notebook_params.items():
-        lines.append(f"  {name:<18} {p.get('inferred_type_name') or '':<10} "
-                     f"default {p.get('default')}  {p.get('help') or ''}".rstrip())
+        lines.append(
+            f"  {name:<18} {p.get('inferred_type_name') or '':<10} "
+            f"default {p.get('default')}  {p.get('help') or ''}".rstrip()
+        )
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m dlmspec_min.run", description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False)
+        prog="python -m dlmspec_min.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
+    )
     ap.add_argument("notebook", nargs="?", type=Path)
-    ap.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
-                    metavar=("NAME", "VALUE"), help="set one parameter")
-    ap.add_argument("-f", "--parameters-file", type=Path, action="append", default=[],
-                    help="YAML file of parameters (applied before -p)")
+    ap.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="set one parameter",
+    )
+    ap.add_argument(
+        "-f",
+        "--parameters-file",
+        type=Path,
+        action="append",
+        default=[],
+        help="YAML file of parameters (applied before -p)",
+    )
     ap.add_argument("-o", "--output", type=Path, help="executed notebook path")
-    ap.add_argument("-h", "--help", action="store_true", help="show help (and the notebook's parameters)")
+    ap.add_argument(
+        "-h",
+        "--help",
+        action="store_true",
+        help="show help (and the notebook's parameters)",
+    )
     a = ap.parse_args(argv)
     if a.notebook is None:
         ap.print_help()
@@ -105,10 +135,19 @@ def main(argv=None) -> int:
     source = OUT_DIR / f"{a.notebook.stem}.source.ipynb"
     jupytext.write(jupytext.read(a.notebook), source)
     output = a.output or OUT_DIR / f"{a.notebook.stem}.ipynb"
-    print(f"executing {a.notebook} -> {output} with {values or 'the defaults'}", file=sys.stderr)
+    print(
+        f"executing {a.notebook} -> {output} with {values or 'the defaults'}",
+        file=sys.stderr,
+    )
     papermill.execute_notebook(
-        str(source), str(output), parameters=values, kernel_name="python3",
-        cwd=str(a.notebook.resolve().parent), log_output=True, progress_bar=False)
+        str(source),
+        str(output),
+        parameters=values,
+        kernel_name="python3",
+        cwd=str(a.notebook.resolve().parent),
+        log_output=True,
+        progress_bar=False,
+    )
     glued = claims.read_glued(output)
     for k, v in glued.items():
         print(f"{k} = {claims.format_value(v)}")

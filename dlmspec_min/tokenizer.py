@@ -24,7 +24,14 @@ def tokenizer_dir() -> Path:
 
 def train_tokenizer(sentences, vocab_size: int = VOCAB_SIZE):
     """Train WordPiece on an iterable of sentences given as word lists."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        normalizers,
+        pre_tokenizers,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
@@ -37,10 +44,16 @@ def train_tokenizer(sentences, vocab_size: int = VOCAB_SIZE):
     tok.train_from_iterator((" ".join(words) for words in sentences), trainer=trainer)
     for i, name in enumerate(SPECIAL_TOKENS):
         if tok.token_to_id(name) != i:
-            raise RuntimeError(f"special token {name} got id {tok.token_to_id(name)}, not {i}")
+            raise RuntimeError(
+                f"special token {name} got id {tok.token_to_id(name)}, not {i}"
+            )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]", bos_token="[BOS]",
-        eos_token="[EOS]", mask_token="[MASK]",
+        tokenizer_object=tok,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        bos_token="[BOS]",
+        eos_token="[EOS]",
+        mask_token="[MASK]",
     )
 
 
@@ -57,7 +70,7 @@ def load_tokenizer(path: Path | None = None):
 
 
 def word_ids(tokenizer, ids) -> list[int]:
-    """For each token id, the index of the word it belongs to (``##`` pieces continue one).
+    """For each token id, the index of its word (``##`` pieces continue a word).
 
     Special tokens get -1.
     """

@@ -40,8 +40,8 @@ SIZES = {
     "base": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=768),
     "large": dict(hidden_size=320, num_hidden_layers=6, num_attention_heads=5, intermediate_size=864),
 }
-TRAIN_DEFAULTS = dict(steps=1200, batch_size=32, lr=5e-4, warmup=100, weight_decay=0.01,
-                      eval_every=100, seed=0, threads=1)
+TRAIN_DEFAULTS = dict(steps=1600, batch_size=32, lr=5e-4, warmup=100, weight_decay=0.01,
+                      eval_every=100, seed=0, threads=1, bf16=True)
 
 
 def encode_documents(dataset, tokenizer) -> list[tuple[torch.Tensor, list[int]]]:
@@ -93,26 +93,39 @@ def mask_exact(x: torch.Tensor, ratio: float, gen: torch.Generator) -> torch.Ten
 
 
 @torch.no_grad()
-def masked_accuracy(model, x: torch.Tensor, ratio: float, seed: int = 0, batch: int = 64) -> float:
-    """Held-out accuracy of the argmax at masked positions, with a fixed mask pattern."""
+def masked_hits(model, x: torch.Tensor, ratio: float, seed: int = 0, batch: int = 64):
+    """Per held-out row: (correct argmax predictions, masked positions), fixed masks."""
     gen = torch.Generator().manual_seed(seed)
     m = mask_exact(x, ratio, gen)
-    correct = total = 0
+    hits = []
     for i in range(0, len(x), batch):
         xb, mb = x[i:i + batch], m[i:i + batch]
-        logits = model(xb.masked_fill(mb, MASK_ID)).logits
-        correct += (logits.argmax(-1)[mb] == xb[mb]).sum().item()
-        total += mb.sum().item()
-    return correct / total
+        logits = model(xb.masked_fill(mb, MASK_ID).to(model.device)).logits.cpu()
+        hits.append(((logits.argmax(-1) == xb) & mb).sum(1))
+    return torch.cat(hits), m.sum(1)
+
+
+def masked_accuracy(model, x: torch.Tensor, ratio: float, seed: int = 0) -> float:
+    """Held-out accuracy of the argmax at masked positions, with a fixed mask pattern."""
+    hits, counts = masked_hits(model, x, ratio, seed)
+    return hits.sum().item() / counts.sum().item()
+
+
+def mask_ratios(batch: int, gen: torch.Generator) -> torch.Tensor:
+    """t ~ U(eps, 1) per sequence, stratified over the batch (MDLM's low-discrepancy
+    sampler, Sahoo et al. 2024, Sec. 3.5): same objective, lower gradient variance."""
+    u = (torch.rand(1, generator=gen) + torch.arange(batch) / batch) % 1.0
+    u = u[torch.randperm(batch, generator=gen)]
+    return (MIN_MASK_RATIO + (1 - MIN_MASK_RATIO) * u)[:, None]  # (B, 1)
 
 
 def diffusion_loss(model, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     B, L = x.shape
-    t = MIN_MASK_RATIO + (1 - MIN_MASK_RATIO) * torch.rand(B, 1, generator=gen)
+    t = mask_ratios(B, gen)
     m = torch.rand(B, L, generator=gen) < t
     m[:, 0] = False  # [BOS] is never masked
-    logits = model(x.masked_fill(m, MASK_ID)).logits
-    ce = torch.nn.functional.cross_entropy(logits[m], x[m], reduction="none")
+    logits = model(x.masked_fill(m, MASK_ID), output_mask=m).logits  # (N, V)
+    ce = torch.nn.functional.cross_entropy(logits.float(), x[m], reduction="none")
     return (ce / t.expand(B, L)[m]).sum() / (B * (L - 1))
 
 
@@ -138,6 +151,9 @@ def train(size: str, out: Path | None = None, log=None, **overrides) -> Path:
     held = held_out_windows(tok)
     cfg = DLMConfig(vocab_size=len(tok), max_position_embeddings=256, **SIZES[size])
     model = DLMForMaskedDiffusion(cfg)
+    with torch.no_grad():  # start from the unigram solution: log token frequencies
+        counts = torch.bincount(data[:, 1:].flatten(), minlength=cfg.vocab_size)
+        model.head_bias.copy_(torch.log((counts + 1) / (counts + 1).sum()))
     n_params = sum(p.numel() for p in model.parameters())
     log(f"{size}: {n_params / 1e6:.2f}M parameters, {len(data)} training windows")
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -167,7 +183,9 @@ def train(size: str, out: Path | None = None, log=None, **overrides) -> Path:
         for g in opt.param_groups:
             g["lr"] = lr_at(step, hp["steps"], hp["lr"], hp["warmup"])
         idx = torch.randint(len(data), (hp["batch_size"],), generator=gen)
-        loss = diffusion_loss(model, data[idx], gen)
+        # bf16 autocast (fp32 master weights): ~1.6x faster on CPUs with AMX/AVX512-BF16
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=hp["bf16"]):
+            loss = diffusion_loss(model, data[idx], gen)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -197,7 +215,10 @@ def main(argv=None):
     p.add_argument("--tokenizer", action="store_true", help="re-create the tokenizer")
     p.add_argument("--out", type=Path)
     for k, v in TRAIN_DEFAULTS.items():
-        p.add_argument(f"--{k.replace('_', '-')}", type=type(v), default=v)
+        if isinstance(v, bool):
+            p.add_argument(f"--{k.replace('_', '-')}", action=argparse.BooleanOptionalAction, default=v)
+        else:
+            p.add_argument(f"--{k.replace('_', '-')}", type=type(v), default=v)
     a = p.parse_args(argv)
     if a.tokenizer:
         tok = train_tokenizer(brown_dataset("train")["words"])

@@ -17,7 +17,9 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
 
 
 def _pyproject_deps():
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "dependencies"
+    ]
 
 
 def test_environment_yml_matches_pyproject():
@@ -33,7 +35,14 @@ def test_key_packages_pinned_exactly():
     pins = {d.split("==")[0]: d.split("==")[1] for d in _pyproject_deps() if "==" in d}
     assert pins["jupyter-book"] == "1.0.4.post1"
     assert pins["torch"] == "2.13.0"
-    for name in ["transformers", "jupytext", "papermill", "seaborn", "statsmodels", "datasets"]:
+    for name in [
+        "transformers",
+        "jupytext",
+        "papermill",
+        "seaborn",
+        "statsmodels",
+        "datasets",
+    ]:
         assert name in pins, f"{name} is not pinned"
 
 
@@ -59,7 +68,9 @@ def test_makefile_builds_with_warnings_as_errors():
 def test_readme_shows_the_two_commands_first():
     text = (ROOT / "README.md").read_text()
     first_block = re.search(r"```bash\n(.*?)```", text, re.S).group(1)
-    commands = [line.split("#")[0].strip() for line in first_block.splitlines() if line.strip()]
+    commands = [
+        line.split("#")[0].strip() for line in first_block.splitlines() if line.strip()
+    ]
     assert commands == ["make book", "make test"]
 
 
@@ -80,8 +91,9 @@ def test_every_notebook_is_in_the_toc_and_every_toc_entry_exists():
 
 
 def test_no_ipynb_tracked():
-    tracked = subprocess.run(["git", "ls-files", "*.ipynb"], cwd=ROOT, capture_output=True,
-                             text=True).stdout
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.ipynb"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
     assert tracked.strip() == ""
 
 
@@ -93,7 +105,9 @@ def test_notebook_has_one_literal_parameters_cell(path):
     tree = ast.parse(cells[0].source)
     assert tree.body, "empty parameters cell"
     for stmt in tree.body:
-        assert isinstance(stmt, ast.AnnAssign), f"not `name: type = value`: {ast.unparse(stmt)}"
+        assert isinstance(stmt, ast.AnnAssign), (
+            f"not `name: type = value`: {ast.unparse(stmt)}"
+        )
         ast.literal_eval(stmt.value)  # literal values only
     for line in cells[0].source.splitlines():
         if line.strip():
@@ -107,7 +121,9 @@ def test_notebook_validates_its_parameters_and_glues_no_typed_paper_figure(path)
     for fig in ["0.0035", "2.1x", "1.02x"]:
         for line in text.splitlines():
             if "record(" in line:
-                assert fig not in line, f"a paper figure is recorded as a measurement: {line}"
+                assert fig not in line, (
+                    f"a paper figure is recorded as a measurement: {line}"
+                )
 
 
 def test_registry_is_complete_and_rules_use_registered_keys():
@@ -118,6 +134,12 @@ def test_registry_is_complete_and_rules_use_registered_keys():
             assert field in c, f"{cid} lacks {field}"
         assert set(c["headline"]) <= set(c["keys"])
         assert set(c["rule"]) <= set(reg["verdicts"])
-        names = {n.id for expr in c["rule"].values() for n in ast.walk(ast.parse(expr))
-                 if isinstance(n, ast.Name)}
-        assert names <= set(c["keys"]), f"{cid} rule uses unregistered {names - set(c['keys'])}"
+        names = {
+            n.id
+            for expr in c["rule"].values()
+            for n in ast.walk(ast.parse(expr))
+            if isinstance(n, ast.Name)
+        }
+        assert names <= set(c["keys"]), (
+            f"{cid} rule uses unregistered {names - set(c['keys'])}"
+        )

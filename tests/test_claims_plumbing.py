@@ -31,7 +31,9 @@ def test_evaluate_rules():
 
 
 def test_verdict_picks_first_rule_that_holds():
-    reg = {"claims": {"X": {"rule": {"replicated": "a > 1", "direction only": "a > 0"}}}}
+    reg = {
+        "claims": {"X": {"rule": {"replicated": "a > 1", "direction only": "a > 0"}}}
+    }
     assert claims.verdict("X", {"a": 2}, reg) == "replicated"
     assert claims.verdict("X", {"a": 0.5}, reg) == "direction only"
     assert claims.verdict("X", {"a": -1}, reg) == "not replicated"
@@ -47,14 +49,24 @@ def test_check_values_reports_missing_nonfinite_and_out_of_range():
 
 
 def _glue_output(name, value):
-    return {"output_type": "display_data", "metadata": {"scrapbook": {"name": name,
-            "mime_prefix": "application/papermill.record/"}},
-            "data": {"application/papermill.record/text/plain": repr(value)}}
+    return {
+        "output_type": "display_data",
+        "metadata": {
+            "scrapbook": {"name": name, "mime_prefix": "application/papermill.record/"}
+        },
+        "data": {"application/papermill.record/text/plain": repr(value)},
+    }
 
 
 def test_read_glued_from_ipynb_and_glue_json(tmp_path):
-    nb = {"cells": [{"cell_type": "code", "outputs": [_glue_output("x", 0.25),
-                                                     _glue_output("v", "replicated")]}]}
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "outputs": [_glue_output("x", 0.25), _glue_output("v", "replicated")],
+            }
+        ]
+    }
     (tmp_path / "a.ipynb").write_text(json.dumps(nb))
     assert claims.read_glued(tmp_path / "a.ipynb") == {"x": 0.25, "v": "replicated"}
     glue = {"y": {"data": {"text/plain": "3"}}, "z": {"data": {"text/plain": "'ok'"}}}

@@ -9,7 +9,7 @@ import pytest
 
 from dlmspec_min import params, run
 
-NOTEBOOK = textwrap.dedent('''\
+NOTEBOOK = textwrap.dedent("""\
     ---
     jupytext:
       text_representation:
@@ -36,10 +36,11 @@ NOTEBOOK = textwrap.dedent('''\
     ```{code-cell} ipython3
     from dlmspec_min.params import validate_all
     from dlmspec_min.claims import record
-    validate_all(dict(model=model, n_samples=n_samples, threshold=threshold, K_sweep=K_sweep))
+    validate_all(dict(model=model, n_samples=n_samples, threshold=threshold,
+                      K_sweep=K_sweep))
     record("doubled", 2 * n_samples)
     ```
-    ''')
+    """)
 
 
 @pytest.fixture
@@ -53,6 +54,7 @@ def notebook(tmp_path):
 def no_execution(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("papermill must not run for a bad parameter")
+
     monkeypatch.setattr(papermill, "execute_notebook", refuse)
 
 
@@ -63,15 +65,29 @@ def test_declared_parameters_are_read_with_types_and_help(notebook):
     assert "sequences" in declared["n_samples"]["help"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["-p", "n_sampels", "3"], "unknown parameter 'n_sampels'; this notebook takes:"),
-    (["-p", "n_samples", "zero"], "parameter n_samples: cannot read 'zero' as int"),
-    (["-p", "n_samples", "0"], "parameter n_samples=0 must be an integer >= 1"),
-    (["-p", "threshold", "1.5"], "parameter threshold=1.5 must be a number in (0, 1]"),
-    (["-p", "model", "nope/model"], "parameter model='nope/model' must be a registered model"),
-    (["-p", "K_sweep", "[1]"], "parameter K_sweep=[1] must be a non-empty list"),
-])
-def test_bad_parameter_is_one_line_and_exit_2(notebook, no_execution, capsys, argv, message):
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["-p", "n_sampels", "3"],
+            "unknown parameter 'n_sampels'; this notebook takes:",
+        ),
+        (["-p", "n_samples", "zero"], "parameter n_samples: cannot read 'zero' as int"),
+        (["-p", "n_samples", "0"], "parameter n_samples=0 must be an integer >= 1"),
+        (
+            ["-p", "threshold", "1.5"],
+            "parameter threshold=1.5 must be a number in (0, 1]",
+        ),
+        (
+            ["-p", "model", "nope/model"],
+            "parameter model='nope/model' must be a registered model",
+        ),
+        (["-p", "K_sweep", "[1]"], "parameter K_sweep=[1] must be a non-empty list"),
+    ],
+)
+def test_bad_parameter_is_one_line_and_exit_2(
+    notebook, no_execution, capsys, argv, message
+):
     assert run.main([str(notebook), *argv]) == run.EXIT_BAD_PARAMETER
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and message in err
@@ -93,8 +109,12 @@ def test_help_lists_the_notebook_parameters(notebook, capsys):
 
 
 def test_cli_fails_fast_as_a_process(notebook):
-    proc = subprocess.run([sys.executable, "-m", "dlmspec_min.run", str(notebook), "-p", "seed", "1"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dlmspec_min.run", str(notebook), "-p", "seed", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error: unknown parameter 'seed'")
 
@@ -103,4 +123,5 @@ def test_execution_records_values(notebook, tmp_path):
     out = tmp_path / "out.ipynb"
     assert run.main([str(notebook), "-p", "n_samples", "5", "-o", str(out)]) == 0
     from dlmspec_min.claims import read_glued
+
     assert read_glued(out)["doubled"] == 10

@@ -16,8 +16,12 @@ from sphinx.util.docutils import SphinxDirective
 
 from dlmspec_min import claims
 
-CSS = {"replicated": "#1a7f37", "direction only": "#9a6700", "not replicated": "#cf222e",
-       claims.NOT_REBUILT: "#6e7781"}
+CSS = {
+    "replicated": "#1a7f37",
+    "direction only": "#9a6700",
+    "not replicated": "#cf222e",
+    claims.NOT_REBUILT: "#6e7781",
+}
 
 
 class dashboard_placeholder(nodes.General, nodes.Element):
@@ -33,22 +37,29 @@ class ClaimsDashboard(SphinxDirective):
 
 def _table(rows, docname: str) -> str:
     up = "../" * docname.count("/")
-    out = ['<table class="table claims-dashboard">',
-           "<thead><tr><th>claim</th><th>statement</th><th>paper</th>"
-           "<th>this build</th><th>verdict</th></tr></thead><tbody>"]
+    out = [
+        '<table class="table claims-dashboard">',
+        "<thead><tr><th>claim</th><th>statement</th><th>paper</th>"
+        "<th>this build</th><th>verdict</th></tr></thead><tbody>",
+    ]
     for r in rows:
         link = up + str(Path(r["notebook"]).with_suffix(".html"))
         if r["measured"]:
             measured = "<br>".join(
                 f"{html.escape(r['labels'][k])}: <b>{claims.format_value(v)}</b>"
-                for k, v in r["measured"].items())
+                for k, v in r["measured"].items()
+            )
             cid = f'<a href="{link}">{r["id"]}</a>'
         else:
             measured, cid = "&mdash;", r["id"]
         color = CSS.get(r["verdict"], "#000")
-        out.append(f"<tr><td>{cid}</td><td>{html.escape(r['statement'])}</td>"
-                   f"<td>{html.escape(str(r['paper']))}</td><td>{measured}</td>"
-                   f'<td style="color:{color};font-weight:bold">{r["verdict"]}</td></tr>')
+        out.append(
+            f"<tr><td>{cid}</td><td>{html.escape(r['statement'])}</td>"
+            f"<td>{html.escape(str(r['paper']))}</td><td>{measured}</td>"
+            f'<td class="verdict" data-claim="{r["id"]}" '
+            f'style="color:{color};font-weight:bold">'
+            f"{r['verdict']}</td></tr>"
+        )
     out.append("</tbody></table>")
     return "\n".join(out)
 
