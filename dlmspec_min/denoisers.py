@@ -57,21 +57,63 @@ class ModelSpec:
 PAPER_MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
-        ModelSpec("GSAI-ML/LLaDA-8B-Base", "denoiser", "AutoModel", True,
-                  LLADA_MASK_ID, LLADA_EOS_ID, LLADA_EOT_ID,
-                  notes="the strong 8B target (C7)"),
-        ModelSpec("GSAI-ML/LLaDA-8B-Instruct", "denoiser", "AutoModel", True,
-                  LLADA_MASK_ID, LLADA_EOS_ID, LLADA_EOT_ID,
-                  notes="chat template; EoT ends a turn"),
-        ModelSpec("Dream-org/Dream-v0-Base-7B", "denoiser", "AutoModel", True,
-                  DREAM_MASK_ID, shifted=True, notes="second 7B target"),
-        ModelSpec("Dream-org/Dream-v0-Instruct-7B", "denoiser", "AutoModel", True,
-                  DREAM_MASK_ID, shifted=True, notes="second 7B target, chat"),
-        ModelSpec("kuleshov-group/mdlm-owt", "denoiser", "AutoModelForMaskedLM", True,
-                  MDLM_MASK_ID, GPT2_EOS_ID, tokenizer="gpt2", kind="mdlm",
-                  notes="small public MDLM; its remote code imports flash_attn (GPU)"),
-        ModelSpec("gpt2", "judge", "AutoModelForCausalLM", False, eos_id=GPT2_EOS_ID,
-                  notes="the independent judge (C5): a causal LM, not a denoiser"),
+        ModelSpec(
+            "GSAI-ML/LLaDA-8B-Base",
+            "denoiser",
+            "AutoModel",
+            True,
+            LLADA_MASK_ID,
+            LLADA_EOS_ID,
+            LLADA_EOT_ID,
+            notes="the strong 8B target (C7)",
+        ),
+        ModelSpec(
+            "GSAI-ML/LLaDA-8B-Instruct",
+            "denoiser",
+            "AutoModel",
+            True,
+            LLADA_MASK_ID,
+            LLADA_EOS_ID,
+            LLADA_EOT_ID,
+            notes="chat template; EoT ends a turn",
+        ),
+        ModelSpec(
+            "Dream-org/Dream-v0-Base-7B",
+            "denoiser",
+            "AutoModel",
+            True,
+            DREAM_MASK_ID,
+            shifted=True,
+            notes="second 7B target",
+        ),
+        ModelSpec(
+            "Dream-org/Dream-v0-Instruct-7B",
+            "denoiser",
+            "AutoModel",
+            True,
+            DREAM_MASK_ID,
+            shifted=True,
+            notes="second 7B target, chat",
+        ),
+        ModelSpec(
+            "kuleshov-group/mdlm-owt",
+            "denoiser",
+            "AutoModelForMaskedLM",
+            True,
+            MDLM_MASK_ID,
+            GPT2_EOS_ID,
+            tokenizer="gpt2",
+            kind="mdlm",
+            notes="small public MDLM; its remote code imports flash_attn (GPU)",
+        ),
+        ModelSpec(
+            "gpt2",
+            "judge",
+            "AutoModelForCausalLM",
+            False,
+            eos_id=GPT2_EOS_ID,
+            notes="the independent judge (C5): a causal LM, not a denoiser",
+        ),
     )
 }
 EMBEDDED_MODELS = tuple(EMBEDDED_PREFIX + s for s in EMBEDDED_SIZES)
@@ -89,8 +131,14 @@ class Denoiser:
     the LLaDA / Dream remote code. The model is put in eval mode.
     """
 
-    def __init__(self, model, mask_id: int, *, shifted: bool = False,
-                 vocab_size: int | None = None):
+    def __init__(
+        self,
+        model,
+        mask_id: int,
+        *,
+        shifted: bool = False,
+        vocab_size: int | None = None,
+    ):
         if mask_id is None:
             raise ValueError("a denoiser needs the mask token id; pass mask_id=...")
         self.model = model.eval()
@@ -100,8 +148,10 @@ class Denoiser:
         self.vocab_size = int(vocab_size or getattr(config, "vocab_size", 0)) or None
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({type(self.model).__name__}, "
-                f"mask_id={self.mask_id}, shifted={self.shifted})")
+        return (
+            f"{type(self).__name__}({type(self.model).__name__}, "
+            f"mask_id={self.mask_id}, shifted={self.shifted})"
+        )
 
     def _raw_logits(self, x: torch.Tensor) -> torch.Tensor:
         out = self.model(input_ids=x)
@@ -208,14 +258,23 @@ def _from_local_dir(path: Path, trust_remote_code: bool, device, dtype):
 
 
 def _load_embedded(name: str, device, dtype):
-    size = name[len(EMBEDDED_PREFIX):]
+    size = name[len(EMBEDDED_PREFIX) :]
     path = models_dir() / size
     if not (path / "config.json").exists():
         raise ModelNotAvailableError(
             f"embedded model {name!r} is not in {path}; train it with "
             f"`python -m dlmspec_min.train --size {size}` (or set DLMSPEC_DATA)"
         )
-    denoiser, tokenizer = _from_local_dir(path, False, device, dtype)
+    try:  # weights are stored in float16 (size in git); compute in float32
+        denoiser, tokenizer = _from_local_dir(
+            path, False, device, dtype or torch.float32
+        )
+    except (OSError, ValueError, RuntimeError) as e:
+        raise ModelNotAvailableError(
+            f"the weights in {path} could not be read ({type(e).__name__}: "
+            f"{str(e)[:120]}); restore them with `git checkout -- {path}` or retrain "
+            f"with `python -m dlmspec_min.train --size {size}`"
+        ) from e
     if tokenizer is None:
         from .tokenizer import load_tokenizer, tokenizer_dir
 
@@ -241,11 +300,14 @@ def _load_registry(spec: ModelSpec, trust_remote_code: bool, device, dtype):
     auto = getattr(transformers, spec.auto_class)
     try:
         model = auto.from_pretrained(
-            spec.name, trust_remote_code=spec.trust_remote_code,
-            local_files_only=not allow_hub, dtype=dtype,
+            spec.name,
+            trust_remote_code=spec.trust_remote_code,
+            local_files_only=not allow_hub,
+            dtype=dtype,
         )
         tokenizer = transformers.AutoTokenizer.from_pretrained(
-            spec.tokenizer or spec.name, trust_remote_code=spec.trust_remote_code,
+            spec.tokenizer or spec.name,
+            trust_remote_code=spec.trust_remote_code,
             local_files_only=not allow_hub,
         )
     except OSError as e:
@@ -271,7 +333,10 @@ def known_model_names() -> list[str]:
 
 
 def load_denoiser(
-    name_or_path, *, trust_remote_code: bool = False, device="cpu",
+    name_or_path,
+    *,
+    trust_remote_code: bool = False,
+    device="cpu",
     dtype: torch.dtype | None = None,
 ):
     """Load a denoiser and its tokenizer (None if none is saved with local weights).

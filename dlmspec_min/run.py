@@ -15,6 +15,7 @@ verdicts are printed at the end.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -130,6 +131,8 @@ def main(argv=None) -> int:
 
     import jupytext
     import papermill
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # clean notebook output
 
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     source = OUT_DIR / f"{a.notebook.stem}.source.ipynb"
