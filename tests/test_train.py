@@ -62,3 +62,27 @@ def test_lr_schedule_warms_up_then_decays():
     lrs = [train.lr_at(s, 100, 1.0, 10) for s in range(100)]
     assert lrs[0] < lrs[9] <= 1.0
     assert lrs[10] >= lrs[50] >= lrs[99] >= 0
+
+
+def test_resume_gives_the_same_weights_as_one_run(tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    from dlmspec_min.corpus import brown_dataset
+
+    small_ds = brown_dataset("train").select(range(300))
+    monkeypatch.setattr(train, "brown_dataset", lambda split: small_ds)
+    monkeypatch.setattr(train, "held_out_windows", lambda tok: train.windows(
+        train.encode_documents(small_ds, tok))[:4])
+    monkeypatch.setitem(train.SIZES, "small", dict(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
+    opts = dict(batch_size=4, eval_every=3, bf16=False, log=lambda msg: None)
+    whole = train.train("small", tmp_path / "whole", cycles=(5, 3), **opts)
+    part = tmp_path / "part"
+    train.train("small", part, cycles=(5,), **opts)
+    train.train("small", part, cycles=(5, 3), resume=True, **opts)
+    a = load_file(whole / "model.safetensors")
+    b = load_file(part / "model.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert a["head_bias"].dtype == train.STORAGE_DTYPE
