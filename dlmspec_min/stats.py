@@ -1,0 +1,194 @@
+"""Statistics helpers: bootstrap over sequences, rank AUCs, clustered regressions.
+
+Everything measured in this book is a ratio of sums over tokens that come in
+sequences; tokens of one sequence are not independent, so uncertainty is
+always resampled (or clustered) at the sequence level.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats as sps
+
+CONFIDENCE = 0.95
+
+
+def ratio_bootstrap(
+    num, den, n_boot: int = 2000, seed: int = 0, level: float = CONFIDENCE
+):
+    """Estimate sum(num)/sum(den) with a percentile bootstrap CI over sequences.
+
+    ``num`` and ``den`` hold one entry per sequence (e.g. hits and trials).
+    Returns (estimate, low, high).
+    """
+    num, den = np.asarray(num, float), np.asarray(den, float)
+    if num.shape != den.shape or num.ndim != 1 or len(num) == 0:
+        raise ValueError("num and den must be 1-D arrays of the same, non-zero length")
+    if den.sum() <= 0:
+        raise ValueError("the denominators sum to zero: nothing was measured")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(num), size=(n_boot, len(num)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = num[idx].sum(1) / den[idx].sum(1)
+    boot = boot[np.isfinite(boot)]
+    a = (1 - level) / 2
+    return (
+        float(num.sum() / den.sum()),
+        float(np.quantile(boot, a)),
+        float(np.quantile(boot, 1 - a)),
+    )
+
+
+def mean_bootstrap(
+    values, n_boot: int = 2000, seed: int = 0, level: float = CONFIDENCE
+):
+    """Mean of per-sequence values with a percentile bootstrap CI."""
+    values = np.asarray(values, float)
+    return ratio_bootstrap(values, np.ones_like(values), n_boot, seed, level)
+
+
+def auc(x, y) -> float:
+    """P(X > Y) + 0.5 P(X = Y), the Mann-Whitney AUC of sample x over sample y."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    u = sps.mannwhitneyu(x, y, alternative="two-sided").statistic
+    return float(u / (len(x) * len(y)))
+
+
+# --- C1: rank AUC with its p-value, sequence bootstrap, clustered regression --------
+
+
+def mann_whitney(x, y) -> tuple[float, float]:
+    """AUC = P(X > Y) + 0.5 P(X = Y) of x over y, and the two-sided Mann-Whitney p.
+
+    The p-value treats every observation as independent. Tokens of one sequence
+    are not, so back it with ``auc_bootstrap`` (resampling sequences) or a
+    sequence-clustered regression (``clustered_ols``).
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.ndim != 1 or y.ndim != 1 or not len(x) or not len(y):
+        raise ValueError("x and y must be non-empty 1-D samples")
+    res = sps.mannwhitneyu(x, y, alternative="two-sided")
+    return float(res.statistic / (len(x) * len(y))), float(res.pvalue)
+
+
+def _group_codes(*groups):
+    """Integer codes 0..S-1 shared by several arrays of group labels."""
+    allg = np.concatenate([np.asarray(g).ravel() for g in groups])
+    _, codes = np.unique(allg, return_inverse=True)
+    out, start = [], 0
+    for g in groups:
+        n = np.asarray(g).size
+        out.append(codes[start : start + n])
+        start += n
+    return out, int(codes.max()) + 1 if len(codes) else 0
+
+
+def _weighted_auc(c: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """AUC from histograms over sorted unique values: c, f (R, U) -> (R,).
+
+    c counts the x sample, f the y sample, column u = the u-th smallest value.
+    """
+    below = np.cumsum(f, axis=1) - f  # (R, U) y-mass strictly below each value
+    num = (c * (below + 0.5 * f)).sum(axis=1)
+    den = c.sum(axis=1) * f.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return num / den
+
+
+def auc_bootstrap(
+    x,
+    y,
+    x_groups,
+    y_groups,
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = CONFIDENCE,
+) -> tuple[float, float, float]:
+    """AUC of x over y with a percentile CI from resampling groups (sequences).
+
+    ``x_groups``/``y_groups`` give each observation's group (its sequence). A
+    bootstrap replicate draws the groups with replacement (``default_rng(seed)``,
+    ``integers(0, S, (n_boot, S))``) and takes every observation of a drawn
+    group as often as the group was drawn; replicates without an x or a y
+    are dropped. Exact and vectorised: histograms over the unique values.
+    Returns (estimate, low, high).
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.ndim != 1 or y.ndim != 1 or not len(x) or not len(y):
+        raise ValueError("x and y must be non-empty 1-D samples")
+    if np.shape(x_groups) != x.shape or np.shape(y_groups) != y.shape:
+        raise ValueError("x_groups and y_groups need one group label per observation")
+    if not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    (gx, gy), S = _group_codes(x_groups, y_groups)
+    _, inv = np.unique(np.concatenate([x, y]), return_inverse=True)
+    U = int(inv.max()) + 1
+    C = np.zeros((S, U))
+    F = np.zeros((S, U))
+    np.add.at(C, (gx, inv[: len(x)]), 1)  # (S, U) x counts per group and value
+    np.add.at(F, (gy, inv[len(x) :]), 1)
+    est = float(_weighted_auc(C.sum(0, keepdims=True), F.sum(0, keepdims=True))[0])
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, S, size=(n_boot, S))
+    W = np.zeros((n_boot, S))
+    np.add.at(W, (np.arange(n_boot)[:, None], idx), 1)  # (R, S) draws per group
+    boot = _weighted_auc(W @ C, W @ F)
+    boot = boot[np.isfinite(boot)]
+    a = (1 - level) / 2
+    return est, float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
+
+
+def clustered_ols(y, X, groups, level: float = CONFIDENCE):
+    """OLS of y on the columns of X with cluster-robust (sandwich) standard errors.
+
+    statsmodels ``OLS(...).fit(cov_type="cluster")`` with its small-sample
+    correction G/(G-1) * (N-1)/(N-K) and normal-based p-values and intervals.
+    ``X`` is a DataFrame (include a constant column yourself); ``groups`` one
+    cluster label per row (the sequence). Returns a DataFrame indexed by X's
+    columns: coef, se, z, p, low, high; ``.attrs`` holds n and n_clusters.
+    """
+    import pandas as pd
+    import statsmodels.api as sm
+
+    y = np.asarray(y, float)
+    if not isinstance(X, pd.DataFrame):
+        raise ValueError("X must be a pandas DataFrame (its columns name the terms)")
+    if y.ndim != 1 or len(y) != len(X) or len(np.asarray(groups)) != len(y):
+        raise ValueError("y, X and groups need the same number of rows")
+    if len(y) <= X.shape[1]:
+        raise ValueError(f"{len(y)} rows cannot fit {X.shape[1]} coefficients")
+    (codes,), n_clusters = _group_codes(groups)
+    if n_clusters < 2:
+        raise ValueError("clustered errors need at least two clusters (sequences)")
+    fit = sm.OLS(y, X.astype(float)).fit(cov_type="cluster", cov_kwds={"groups": codes})
+    ci = fit.conf_int(alpha=1 - level)
+    out = pd.DataFrame(
+        {
+            "coef": fit.params,
+            "se": fit.bse,
+            "z": fit.tvalues,
+            "p": fit.pvalues,
+            "low": ci[0],
+            "high": ci[1],
+        }
+    )
+    out.attrs.update(n=len(y), n_clusters=n_clusters)
+    return out
+
+
+def rate_ci(hits, trials, n_boot: int = 2000, seed: int = 0, level: float = CONFIDENCE):
+    """A hit rate sum(hits)/sum(trials) with a CI that stays honest at zero hits.
+
+    ``hits`` and ``trials`` hold one entry per sequence. The interval is the
+    union of the percentile bootstrap over sequences (``ratio_bootstrap``, which
+    respects within-sequence dependence but collapses to [0, 0] when nothing
+    hit) and the exact Clopper-Pearson interval on the pooled counts (statsmodels
+    ``proportion_confint(method="beta")``, which does not collapse). Returns
+    (estimate, low, high).
+    """
+    from statsmodels.stats.proportion import proportion_confint
+
+    est, lo, hi = ratio_bootstrap(hits, trials, n_boot, seed, level)
+    k, n = int(np.sum(hits)), int(np.sum(trials))
+    cp_lo, cp_hi = proportion_confint(k, n, alpha=1 - level, method="beta")
+    return est, float(min(lo, cp_lo)), float(max(hi, cp_hi))

@@ -1,0 +1,125 @@
+"""Statistics helpers against independent reference computations (no models)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from dlmspec_min import stats
+
+
+def _pairwise_auc(x, y) -> float:
+    """Reference: P(X > Y) + 0.5 P(X = Y) by comparing every pair."""
+    x, y = np.asarray(x, float)[:, None], np.asarray(y, float)[None, :]
+    return float(((x > y) + 0.5 * (x == y)).mean())
+
+
+def _grouped_sample(seed=0, n_groups=12, shift=0.0, ties=True):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 8, size=n_groups)
+    groups = np.repeat(np.arange(n_groups), sizes)
+    values = rng.normal(size=len(groups)) + shift
+    if ties:
+        values = np.round(values, 1)  # many ties, as decode steps have
+    return values, groups
+
+
+def test_mann_whitney_auc_and_p():
+    x, _ = _grouped_sample(0, shift=1.0)
+    y, _ = _grouped_sample(1)
+    auc, p = stats.mann_whitney(x, y)
+    assert auc == pytest.approx(_pairwise_auc(x, y))
+    auc_rev, p_rev = stats.mann_whitney(y, x)
+    assert auc + auc_rev == pytest.approx(1.0)
+    assert p == pytest.approx(p_rev)
+    assert p == pytest.approx(sps.mannwhitneyu(x, y, alternative="two-sided").pvalue)
+    far, _ = stats.mann_whitney(np.arange(50) + 100, np.arange(50))
+    assert far == 1.0
+    _, p_same = stats.mann_whitney(np.arange(40) % 7, np.arange(40) % 7)
+    assert p_same > 0.9
+    with pytest.raises(ValueError, match="non-empty"):
+        stats.mann_whitney([], [1.0])
+
+
+def test_auc_bootstrap_matches_a_resampling_loop():
+    x, gx = _grouped_sample(2, shift=0.5)
+    y, gy = _grouped_sample(3)
+    gx, gy = gx * 10, gy * 10 + 5  # labels need not be 0..S-1, nor shared
+    n_boot, seed = 200, 7
+    est, lo, hi = stats.auc_bootstrap(x, y, gx, gy, n_boot=n_boot, seed=seed)
+    assert est == pytest.approx(_pairwise_auc(x, y))
+    # reference: the same draws, realised by concatenating the drawn groups
+    labels = np.unique(np.concatenate([gx, gy]))
+    idx = np.random.default_rng(seed).integers(0, len(labels), (n_boot, len(labels)))
+    boot = []
+    for draw in idx:
+        xs = np.concatenate([x[gx == labels[i]] for i in draw])
+        ys = np.concatenate([y[gy == labels[i]] for i in draw])
+        if len(xs) and len(ys):
+            boot.append(_pairwise_auc(xs, ys))
+    assert lo == pytest.approx(np.quantile(boot, 0.025))
+    assert hi == pytest.approx(np.quantile(boot, 0.975))
+    assert lo <= est <= hi
+
+
+def test_auc_bootstrap_interval_narrows_with_more_groups_and_checks_inputs():
+    widths = []
+    for n in (8, 200):
+        x, gx = _grouped_sample(4, n_groups=n, shift=0.3)
+        y, gy = _grouped_sample(5, n_groups=n)
+        _, lo, hi = stats.auc_bootstrap(x, y, gx, gy, n_boot=300)
+        widths.append(hi - lo)
+    assert widths[1] < widths[0] / 2
+    with pytest.raises(ValueError, match="group label"):
+        stats.auc_bootstrap([1.0, 2.0], [0.0], [0], [0])
+    with pytest.raises(ValueError, match="n_boot"):
+        stats.auc_bootstrap([1.0], [0.0], [0], [1], n_boot=0)
+
+
+def _sandwich(y, X, groups):
+    """Reference cluster-robust covariance with the usual small-sample factor."""
+    beta = np.linalg.lstsq(X, y, rcond=None)[0]
+    e = y - X @ beta
+    bread = np.linalg.inv(X.T @ X)
+    meat = np.zeros((X.shape[1], X.shape[1]))
+    labels = np.unique(groups)
+    for g in labels:
+        s = X[groups == g].T @ e[groups == g]
+        meat += np.outer(s, s)
+    n, k, G = len(y), X.shape[1], len(labels)
+    factor = G / (G - 1) * (n - 1) / (n - k)
+    return beta, np.sqrt(np.diag(factor * bread @ meat @ bread))
+
+
+def test_clustered_ols_matches_the_sandwich_formula():
+    rng = np.random.default_rng(0)
+    n_groups, per = 30, 6
+    groups = np.repeat(np.arange(n_groups), per)
+    u = rng.normal(size=n_groups)[groups]  # a shared shock per cluster
+    x1 = rng.integers(0, 2, size=len(groups)).astype(float)
+    x2 = rng.normal(size=len(groups))
+    y = 0.3 + 0.2 * x1 - 0.1 * x2 + u + 0.5 * rng.normal(size=len(groups))
+    X = pd.DataFrame({"const": 1.0, "x1": x1, "x2": x2})
+    fit = stats.clustered_ols(y, X, groups)
+    beta, se = _sandwich(y, X.to_numpy(), groups)
+    np.testing.assert_allclose(fit["coef"], beta, rtol=1e-10)
+    np.testing.assert_allclose(fit["se"], se, rtol=1e-8)
+    z = fit["coef"] / fit["se"]
+    np.testing.assert_allclose(fit["p"], 2 * sps.norm.sf(np.abs(z)), rtol=1e-8)
+    assert (fit["low"] < fit["coef"]).all() and (fit["coef"] < fit["high"]).all()
+    assert fit.attrs == {"n": len(y), "n_clusters": n_groups}
+    # the cluster shock makes the constant's clustered SE exceed the iid one
+    iid = np.sqrt(np.diag(np.linalg.inv(X.T @ X)) * np.var(y - X @ beta, ddof=3))
+    assert fit.loc["const", "se"] > 1.5 * iid[0]
+
+
+def test_clustered_ols_rejects_bad_inputs():
+    X = pd.DataFrame({"const": np.ones(4)})
+    with pytest.raises(ValueError, match="DataFrame"):
+        stats.clustered_ols(np.ones(4), np.ones((4, 1)), [0, 0, 1, 1])
+    with pytest.raises(ValueError, match="two clusters"):
+        stats.clustered_ols(np.arange(4.0), X, [0, 0, 0, 0])
+    with pytest.raises(ValueError, match="same number"):
+        stats.clustered_ols(np.arange(3.0), X, [0, 0, 1, 1])
