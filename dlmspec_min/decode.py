@@ -42,7 +42,12 @@ Choices this module makes on purpose (the book's Formalization chapter states th
 
 The step logic lives in small functions (``block_logits``, ``propose_tokens``,
 ``token_confidence``, ``transfer_index``) so that a trajectory-speculation
-option can reuse them around a different "what to verify" step.
+option can reuse them around a different "what to verify" step:
+``speculate="trajectory"`` (SPEC.md 4) hands the decode to
+``speculate.decode_trajectory``, which drafts future states, verifies them in
+one batched call and follows this loop's own commit rule (``select_commits``)
+through them, so its output is this loop's output (``lookahead`` "none" or
+"exact"; "stale" drifts).
 """
 
 from __future__ import annotations
@@ -57,10 +62,14 @@ RULES = ("schedule", "threshold", "factor")
 REMASKINGS = ("low_confidence", "random")
 CACHES = ("none", "prefix", "dual")
 SOFTMAX_DTYPES = ("float64", "logits")
+SPECULATES = ("none", "trajectory")
+LOOKAHEADS = ("none", "exact", "stale")
 
 DEFAULT_GEN_LENGTH = 64
 DEFAULT_THRESHOLD = 0.9  # Fast-dLLM's default
 DEFAULT_FACTOR = 1.0  # Fast-dLLM's default f
+DEFAULT_SPEC_BUDGET = 15  # tree nodes per verify call besides the root (DERIVED)
+DEFAULT_SPEC_LOW = 0.1  # confidences below this are never drafted (DERIVED)
 NOISE_DTYPE = torch.float64  # Gumbel and uniform draws, as in LLaDA's add_gumbel_noise
 RULE_DTYPE = torch.float64  # threshold / factor comparisons
 NEG_INF = float("-inf")
@@ -78,7 +87,8 @@ class DecodeConfig:
 
     ``steps`` only matters for ``rule="schedule"`` (LLaDA: total forwards, split
     evenly over blocks); the threshold and factor rules run each block until it
-    has no masks.
+    has no masks. ``spec_budget``, ``spec_low`` and ``lookahead`` only matter
+    with ``speculate="trajectory"`` (see ``dlmspec_min.speculate``).
     """
 
     gen_length: int = DEFAULT_GEN_LENGTH
@@ -91,6 +101,10 @@ class DecodeConfig:
     factor: float = DEFAULT_FACTOR
     cache: str = "none"
     softmax_dtype: str = "float64"
+    speculate: str = "none"
+    spec_budget: int = DEFAULT_SPEC_BUDGET
+    spec_low: float = DEFAULT_SPEC_LOW
+    lookahead: str = "exact"
 
     def __post_init__(self):
         if self.block_length is None:
@@ -139,6 +153,32 @@ class DecodeConfig:
         if not (isinstance(self.factor, (int, float)) and math.isfinite(self.factor)
                 and self.factor > 0):
             raise ValueError(f"factor must be a finite number > 0, got {self.factor!r}")
+        self._check_speculation()
+
+    def _check_speculation(self):
+        for name, allowed in (("speculate", SPECULATES), ("lookahead", LOOKAHEADS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(
+                    f"unknown {name} {getattr(self, name)!r}; use one of {allowed}"
+                )
+        if not _is_int(self.spec_budget) or self.spec_budget < 0:
+            raise ValueError(
+                f"spec_budget must be an int >= 0 (nodes), got {self.spec_budget!r}"
+            )
+        if not (isinstance(self.spec_low, (int, float)) and 0 <= self.spec_low <= 1):
+            raise ValueError(f"spec_low must lie in [0, 1], got {self.spec_low!r}")
+        if self.speculate == "none":
+            return
+        if self.rule != "threshold":
+            raise ValueError(
+                "speculate='trajectory' speculates on Fast-dLLM's threshold rule; "
+                f"use rule='threshold' (got {self.rule!r})"
+            )
+        if self.lookahead == "stale" and self.cache == "none":
+            raise ValueError(
+                "lookahead='stale' verifies against a stale cache, so it needs "
+                "cache='dual' or 'prefix'; without a cache use lookahead='exact'"
+            )
 
     @property
     def num_blocks(self) -> int:
@@ -165,6 +205,7 @@ class DecodeResult:
     commit_step: torch.Tensor  # (B, G) the row's step (1-based) committing each
     # token; 0 for tokens given through ``init``
     committed_per_step: torch.Tensor  # (B, max nfe) tokens committed at each step
+    spec: object | None = None  # speculate.SpecTrace with speculate="trajectory"
 
     @property
     def generated(self) -> torch.Tensor:
@@ -487,6 +528,10 @@ def generate(
         _check_init(init, B, G)
         gen = init.to(device=device, dtype=prompt.dtype)
     x = torch.cat([prompt, gen], dim=1)  # (B, L), a fresh tensor
+    if config.speculate == "trajectory":
+        from .speculate import decode_trajectory
+
+        return decode_trajectory(denoiser, x, P, config, generator)
     trace = _Trace(B, P, G, device)
     all_rows = torch.arange(B, device=device)
     for b in range(config.num_blocks):

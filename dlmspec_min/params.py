@@ -133,6 +133,12 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "judge": _choices("smollm2-135m", "gpt2"),
     "levels": _positive_int,  # residual semantic-ID levels (02, 03)
     "n_train": _positive_int,  # training windows of the SID head (02, 03)
+    "n_sweep": _positive_int,  # prompts per threshold of the speed/quality sweep (09)
+    "spec_budget": _nonneg_int,  # draft-tree nodes per verify call (09)
+    "spec_low": lambda v: (  # lowest confidence the draft branches on (09)
+        None if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
+        else "must be a number in [0, 1]"
+    ),
 }
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}

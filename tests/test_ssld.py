@@ -1,0 +1,362 @@
+"""SSLD: decode.generate's ``init``, drafts, the verify/commit/infill decoder, costs,
+and the win-condition formulas. Toy denoisers (vocab 16) and tiny random models."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from conftest import MASK_ID, VOCAB, CachedToyDenoiser, ToyDenoiser, make_prompt
+
+from dlmspec_min import ssld
+from dlmspec_min.decode import DecodeConfig, generate
+from dlmspec_min.denoisers import Denoiser, load_denoiser
+from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.order import row_generators
+from dlmspec_min.paths import models_dir
+from dlmspec_min.semantic import fit_semantic_ids, semantic_ids_for
+from dlmspec_min.tagger import CONTENT, FUNCTION, Lexicon
+
+G, BL = 8, 4
+THRESHOLD = DecodeConfig(gen_length=G, block_length=BL, rule="threshold", threshold=0.5)
+
+
+@pytest.fixture(scope="module")
+def toy_sid():
+    emb = torch.randn(VOCAB, 4, generator=torch.Generator().manual_seed(0))
+    return fit_semantic_ids(emb, 4, seed=0, special_ids=[MASK_ID])
+
+
+def _init(batch, fill: dict[tuple[int, int], int]):
+    init = torch.full((batch, G), MASK_ID, dtype=torch.long)
+    for (r, j), tok in fill.items():
+        init[r, j] = tok
+    return init
+
+
+# --- decode.generate(init=...) --------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", [
+    THRESHOLD, DecodeConfig(gen_length=G, block_length=BL, steps=G),
+    DecodeConfig(gen_length=G, block_length=BL, rule="threshold", cache="dual"),
+])
+def test_init_of_masks_is_plain_generate(config):
+    den = CachedToyDenoiser()
+    prompt = make_prompt(3, 2)
+    a = generate(den, prompt, config)
+    b = generate(den, prompt, config, init=_init(3, {}))
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.nfe, b.nfe)
+    assert torch.equal(a.commit_step, b.commit_step) and a.n_forwards == b.n_forwards
+
+
+def test_init_tokens_are_kept_and_not_counted_as_commits():
+    prompt = make_prompt(2, 2)
+    init = _init(2, {(0, 1): 3, (0, 6): 7, (1, 0): 2})
+    res = generate(ToyDenoiser(), prompt, THRESHOLD, init=init)
+    pre = init != MASK_ID
+    assert torch.equal(res.generated[pre], init[pre])
+    assert (res.commit_step[pre] == 0).all() and (res.commit_step[~pre] > 0).all()
+    assert not (res.generated == MASK_ID).any()
+    assert res.committed_per_step.sum(1).tolist() == (~pre).sum(1).tolist()
+
+
+def test_fully_committed_init_costs_nothing():
+    den = ToyDenoiser()
+    init = torch.randint(0, MASK_ID, (2, G), generator=torch.Generator().manual_seed(0))
+    res = generate(den, make_prompt(2, 2), THRESHOLD, init=init)
+    assert torch.equal(res.generated, init) and res.n_forwards == 0
+    assert res.nfe.tolist() == [0, 0] and not den.calls
+
+
+@pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
+def test_init_batched_equals_one_by_one(cache):
+    """Rows whose blocks are (partly) pre-filled decode as they would alone."""
+    config = DecodeConfig(gen_length=G, block_length=BL, rule="threshold",
+                          threshold=0.95, cache=cache)
+    prompt = make_prompt(3, 2, seed=1)
+    # row 0: first block fully pre-filled; row 1: nothing; row 2: second block full
+    init = _init(3, {**{(0, j): 5 for j in range(BL)}, (1, 5): 9,
+                     **{(2, j): 6 for j in range(BL, G)}})
+    den = CachedToyDenoiser()
+    batched = generate(den, prompt, config, init=init)
+    for r in range(3):
+        alone = generate(den, prompt[r:r + 1], config, init=init[r:r + 1])
+        assert torch.equal(batched.tokens[r], alone.tokens[0])
+        assert batched.nfe[r] == alone.nfe[0]
+        assert batched.token_forwards[r] == alone.token_forwards[0]
+    assert batched.nfe[0] < batched.nfe[1]  # a pre-filled block costs nothing
+
+
+def test_init_is_validated():
+    den, prompt = ToyDenoiser(), make_prompt(2, 2)
+    with pytest.raises(ValueError, match="init must be"):
+        generate(den, prompt, THRESHOLD, init=_init(1, {}))
+    with pytest.raises(ValueError, match="init must be"):
+        generate(den, prompt, THRESHOLD, init=_init(2, {}).float())
+    with pytest.raises(ValueError, match="negative"):
+        generate(den, prompt, THRESHOLD, init=_init(2, {(0, 0): -1}))
+
+
+# --- the SSLD decoder on a toy target -------------------------------------------------
+
+
+def _reference_target_sids(logits, sid):
+    """Cluster-marginal argmax by an explicit loop over the vocabulary."""
+    probs = torch.softmax(logits.double(), -1)
+    B, Gn, V = probs.shape
+    out = torch.zeros(B, Gn, dtype=torch.long)
+    for b in range(B):
+        for j in range(Gn):
+            mass = [sum(float(probs[b, j, v]) for v in range(V)
+                        if int(sid.flat[v]) == s) for s in range(sid.n_clusters)]
+            out[b, j] = int(np.argmax(mass))
+    return out
+
+
+def _draft_from_sids(sids, tokens, n_clusters):
+    log_probs = torch.full((*sids.shape, n_clusters), -30.0, dtype=torch.double)
+    log_probs.scatter_(-1, sids[..., None], 0.0)
+    return ssld.Draft("test", log_probs, tokens, flops=1.0)
+
+
+def test_oracle_draft_is_accepted_and_commits_the_targets_best_in_cluster(toy_sid):
+    den, prompt = ToyDenoiser(), make_prompt(3, 2)
+    logits = den.logits(ssld.visible_input(prompt, G, MASK_ID))[:, 2:]
+    t_sids = _reference_target_sids(logits, toy_sid)
+    anchors = torch.rand(3, G, generator=torch.Generator().manual_seed(0)) < 0.5
+    draft = _draft_from_sids(t_sids, torch.zeros(3, G, dtype=torch.long),
+                             toy_sid.n_clusters)
+    res = ssld.ssld_generate(den, prompt, draft, anchors, toy_sid, THRESHOLD, c=0.25)
+    assert torch.equal(res.target_sids, t_sids)
+    assert torch.equal(res.accepted, anchors)
+    best = torch.full((3, G), MASK_ID)
+    for b, j in anchors.nonzero().tolist():
+        members = toy_sid.members(int(t_sids[b, j]))
+        best[b, j] = members[logits[b, j, members].argmax()]
+    assert torch.equal(res.generated[anchors], best[anchors])
+    plain = generate(ToyDenoiser(), prompt, THRESHOLD, init=best)
+    assert torch.equal(res.tokens, plain.tokens)
+    torch.testing.assert_close(res.nfe, 1 + plain.nfe.double() + 0.25)
+    assert torch.equal(res.nfe_target, 1 + plain.nfe)
+    L = 2 + G
+    assert torch.equal(res.token_forwards_target, L + plain.token_forwards)
+    torch.testing.assert_close(res.token_forwards,
+                               (L + plain.token_forwards).double() + 0.25 * L)
+
+
+def test_wrong_draft_is_rejected_and_ssld_is_plain_decoding_plus_overhead(toy_sid):
+    den, prompt = ToyDenoiser(), make_prompt(3, 2)
+    logits = den.logits(ssld.visible_input(prompt, G, MASK_ID))[:, 2:]
+    wrong = (_reference_target_sids(logits, toy_sid) + 1) % toy_sid.n_clusters
+    draft = _draft_from_sids(wrong, torch.zeros(3, G, dtype=torch.long),
+                             toy_sid.n_clusters)
+    anchors = torch.ones(3, G, dtype=torch.bool)
+    res = ssld.ssld_generate(den, prompt, draft, anchors, toy_sid, THRESHOLD, c=0.5)
+    assert res.n_accepted.sum() == 0 and res.n_anchors.tolist() == [G] * 3
+    plain = generate(ToyDenoiser(), prompt, THRESHOLD)
+    assert torch.equal(res.tokens, plain.tokens)
+    torch.testing.assert_close(res.nfe, plain.nfe.double() + 1.5)  # 1 verify + c
+
+
+def test_relaxed_mode_commits_the_drafts_token(toy_sid):
+    den, prompt = ToyDenoiser(), make_prompt(2, 2)
+    logits = den.logits(ssld.visible_input(prompt, G, MASK_ID))[:, 2:]
+    t_tok = logits.masked_fill(toy_sid.special, float("-inf")).argmax(-1)
+    g = torch.Generator().manual_seed(4)
+    d_tok = torch.randint(0, MASK_ID, (2, G), generator=g)
+    anchors = torch.ones(2, G, dtype=torch.bool)
+    anchors[:, 0] = False
+    draft = _draft_from_sids(torch.zeros(2, G, dtype=torch.long), d_tok,
+                             toy_sid.n_clusters)
+    res = ssld.ssld_generate(den, prompt, draft, anchors, toy_sid, THRESHOLD, c=0.0,
+                             mode="relaxed")
+    expected = anchors & (toy_sid.flat[d_tok] == toy_sid.flat[t_tok])
+    assert torch.equal(res.accepted, expected) and expected.any()
+    assert torch.equal(res.generated[expected], d_tok[expected])
+
+
+def test_ssld_validates(toy_sid):
+    den, prompt = ToyDenoiser(), make_prompt(2, 2)
+    draft = _draft_from_sids(torch.zeros(2, G, dtype=torch.long),
+                             torch.zeros(2, G, dtype=torch.long), toy_sid.n_clusters)
+    anchors = torch.ones(2, G, dtype=torch.bool)
+    with pytest.raises(ValueError, match="mode"):
+        ssld.ssld_generate(den, prompt, draft, anchors, toy_sid, THRESHOLD, c=0,
+                           mode="fuzzy")
+    with pytest.raises(ValueError, match="gen_length"):
+        ssld.ssld_generate(den, prompt, draft, anchors[:, :3], toy_sid, THRESHOLD, c=0)
+    with pytest.raises(ValueError, match="c \\(draft cost"):
+        ssld.ssld_generate(den, prompt, draft, anchors, toy_sid, THRESHOLD, c=-1)
+
+
+def test_sid_hits_counts_per_sequence(toy_sid):
+    tokens = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    sids = toy_sid(tokens).clone()
+    sids[0, 1] = (sids[0, 1] + 1) % toy_sid.n_clusters
+    anchors = torch.tensor([[True, True, False], [False, True, True]])
+    hits, n = ssld.sid_hits(sids, tokens, anchors, toy_sid)
+    assert hits.tolist() == [1, 2] and n.tolist() == [2, 2]
+
+
+# --- the trained head -----------------------------------------------------------------
+
+
+def test_head_fits_separable_labels_deterministically():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(300, 5, generator=g)
+    y = (x[:, 0] > 0).long() + 2 * (x[:, 1] > 0).long()  # 4 classes
+    a = ssld.train_sid_head(x, y, 4)
+    b = ssld.train_sid_head(x, y, 4)
+    assert torch.equal(a.weight, b.weight)
+    acc = float((a.log_probs(x).argmax(-1) == y).float().mean())
+    assert acc > 0.95 and a.losses[-1] < a.losses[0]
+    with pytest.raises(ValueError, match="labels must lie"):
+        ssld.train_sid_head(x, y + 4, 4)
+
+
+def test_head_merging_duplicate_rows_equals_plain_cross_entropy():
+    """Merged rows (one per position) give exactly the plain mean cross-entropy."""
+    g = torch.Generator().manual_seed(1)
+    base = torch.randn(6, 4, generator=g)
+    x = base[torch.randint(0, 6, (200,), generator=g)]
+    y = torch.randint(0, 5, (200,), generator=g)
+    uniq, counts = ssld.merge_rows(x, y, 5)
+    assert uniq.shape[0] <= 6 and counts.sum() == 200
+    W, b = torch.randn(4, 5, generator=g), torch.randn(5, generator=g)
+    mean, scale = x.mean(0), x.std(0)
+    merged = ssld.head_loss(W, b, (uniq - mean) / scale, counts, 200, 0.01)
+    plain = torch.nn.functional.cross_entropy((x - mean) / scale @ W + b, y) \
+        + 0.01 * (W * W).sum()
+    torch.testing.assert_close(merged, plain)
+    head = ssld.train_sid_head(x, y, 5, l2=0.01)
+    assert head.losses[0] == pytest.approx(math.log(5), rel=1e-6)  # zero init
+    fitted = ssld.head_loss(head.weight, head.bias, (uniq - mean) / scale, counts, 200,
+                            0.01)
+    assert fitted < merged and fitted < head.losses[0] - 0.01
+
+
+# --- tiny random-weight models (the real tokenizer, vocab 8192) -----------------------
+
+TINY = dict(num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny target and a tinier draft with the project's tokenizer, from disk."""
+    root = tmp_path_factory.mktemp("tiny")
+    tok_dir = models_dir() / "tokenizer"
+    if not (tok_dir / "tokenizer.json").exists():
+        pytest.skip("the project tokenizer is not in data/models/tokenizer")
+    out = {}
+    for name, seed, h in [("target", 0, 16), ("draft", 1, 8)]:
+        torch.manual_seed(seed)
+        cfg = DLMConfig(vocab_size=8192, hidden_size=h, intermediate_size=2 * h, **TINY)
+        DLMForMaskedDiffusion(cfg).save_pretrained(root / name)
+        for f in tok_dir.iterdir():
+            shutil.copy(f, root / name)
+        out[name] = load_denoiser(str(root / name))
+    return out
+
+
+def test_final_hidden_feeds_the_tied_head(tiny):
+    den, _ = tiny["target"]
+    x = torch.randint(5, 8192, (2, 7), generator=torch.Generator().manual_seed(0))
+    h = ssld.final_hidden(den, x)
+    ref = torch.nn.functional.linear(h, den.model.get_input_embeddings().weight)
+    torch.testing.assert_close(ref, den.logits(x))
+
+
+def test_forward_flops_by_hand(tiny):
+    den, _ = tiny["target"]
+    D, inter, V, n, L = 16, 32, 8192, 2, 9
+    per_token = 2 * (n * (4 * D * D + 3 * D * inter) + V * D) + 4 * L * D * n
+    assert ssld.forward_flops(den.model, L) == per_token * L
+    draft, _ = tiny["draft"]
+    assert ssld.forward_flops(draft.model, L) < ssld.forward_flops(den.model, L)
+
+
+def test_content_mask_with_the_tokenizer(tiny):
+    _, tok = tiny["target"]
+    lexicon = Lexicon(exact={}, lower={"the": FUNCTION, "dog": CONTENT})
+    ids = tok("the dog the", add_special_tokens=False)["input_ids"]
+    ids = torch.tensor([[tok.bos_token_id, *ids]])
+    got = ssld.content_mask(tok, ids, lexicon)
+    assert got.tolist() == [[False, False, True, False]]
+
+
+def test_end_to_end_on_tiny_models_is_deterministic(tiny):
+    (target, tok), (draft_den, _) = tiny["target"], tiny["draft"]
+    sid = semantic_ids_for(target, 8, seed=0, tokenizer=tok)
+    assert sid.special[list(tok.all_special_ids)].all()
+    B, Gn, bl = 3, 8, 4
+    prompt = torch.full((B, 1), tok.bos_token_id)
+    accs = ssld.accelerators(Gn, bl, 0.9, 1.0)
+    cfg = accs["Fast-dLLM threshold"]
+    ref = generate(target, prompt, cfg, row_generators(0, B))
+    anchors = torch.rand(B, Gn, generator=torch.Generator().manual_seed(0)) < 0.6
+    small = ssld.SmallMarginalDraft(draft_den, sid)(prompt, Gn)
+    ones = torch.ones(B, Gn).double()
+    torch.testing.assert_close(small.log_probs.exp().sum(-1), ones)
+    # training windows: random token rows, every position "content"
+    windows = torch.randint(5, 8192, (6, 1 + Gn), generator=torch.Generator()
+                            .manual_seed(1))
+    windows[:, 0] = tok.bos_token_id
+    head = ssld.HeadDraft.fit(draft_den, sid, windows, torch.ones_like(windows).bool(),
+                              1, Gn, steps=10)
+    runs = []
+    for _ in range(2):
+        d = head(prompt, Gn)
+        c = ssld.relative_cost(d, target, 1 + Gn)
+        assert 0 < c < 1
+        runs.append(ssld.ssld_generate(target, prompt, d, anchors, sid, cfg,
+                                       row_generators(0, B), c=c))
+    a, b = runs
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.nfe, b.nfe)
+    assert not (a.generated == target.mask_id).any()
+    assert torch.equal(a.accepted, anchors & (d.sids == a.target_sids))
+    assert ref.generated.shape == a.generated.shape
+    with pytest.raises(ValueError, match="one vocabulary"):
+        other = Denoiser(DLMForMaskedDiffusion(DLMConfig(vocab_size=50, hidden_size=8,
+                                                         intermediate_size=8, **TINY)),
+                         4)
+        ssld.SmallMarginalDraft(other, sid)
+
+
+# --- the win condition ----------------------------------------------------------------
+
+
+def test_model_a_formula_and_its_limit():
+    assert ssld.model_a_tokens_per_cost(0.0, 5, 0.1) == pytest.approx(1 / 1.5)
+    assert ssld.model_a_tokens_per_cost(1.0, 5, 0.1) == pytest.approx(6 / 1.5)
+    a = 0.3
+    assert ssld.model_a_tokens_per_cost(a, 3, 0.0) == pytest.approx(1 + a + a**2 + a**3)
+    # gamma -> inf, c -> 0: the bar is alpha* = 1 - 1/tau_acc
+    assert ssld.alpha_star(3.25) == pytest.approx(0.6923, abs=1e-4)
+    assert ssld.model_a_alpha_needed(3.25, 10_000, 0.0) == pytest.approx(
+        ssld.alpha_star(3.25), abs=1e-6)
+    need = ssld.model_a_alpha_needed(2.0, 8, 0.05)
+    assert ssld.model_a_tokens_per_cost(need, 8, 0.05) == pytest.approx(2.0, abs=1e-6)
+    assert math.isnan(ssld.model_a_alpha_needed(3.0, 2, 0.5))  # 3/2 < 3 at alpha = 1
+    with pytest.raises(ValueError, match="tau_acc"):
+        ssld.alpha_star(0.5)
+
+
+def test_model_b_and_the_shortfall():
+    assert ssld.model_b_alpha_needed(20, 0.5, 1, 0.2) == pytest.approx(1.2 / 10)
+    assert ssld.model_b_slowdown(50, 1, 0.0) == pytest.approx(1.02)
+    s = ssld.shortfall(0.69, 0.0035, 0.01)
+    assert s.value == pytest.approx(0.69 / 0.0035) and not s.lower_bound
+    s = ssld.shortfall(0.69, 0.0, 0.01)
+    assert s.value == pytest.approx(69) and s.lower_bound
+    with pytest.raises(ValueError, match="unbounded"):
+        ssld.shortfall(0.69, 0.0, 0.0)
+
+
+def test_wall_clock_excludes_warmup():
+    calls = []
+    times = ssld.wall_clock(lambda: calls.append(1), repeats=3, warmup=2)
+    assert len(times) == 3 and len(calls) == 5 and (times >= 0).all()
