@@ -133,6 +133,7 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "judge": _choices("smollm2-135m", "gpt2"),
     "levels": _positive_int,  # residual semantic-ID levels (02, 03)
     "n_train": _positive_int,  # training windows of the SID head (02, 03)
+    "threads": _positive_int,  # torch CPU threads of a timing notebook (09)
     "n_sweep": _positive_int,  # prompts per threshold of the speed/quality sweep (09)
     "spec_budget": _nonneg_int,  # draft-tree nodes per verify call (09)
     "spec_low": lambda v: (  # lowest confidence the draft branches on (09)
