@@ -2,7 +2,7 @@
 
 SPEC.md section 5 (C5), our formalization [DERIVED] of the paper's
 "bounded-quality control" ("Speculating the Bottleneck", abstract: the
-the speedup of relaxed acceptance is fast garbage by an independent judge):
+speedup of relaxed acceptance is fast garbage by an independent judge):
 
 - ``texts_of``: generated token ids -> strings for the judge (special tokens
   dropped, WordPiece pieces joined by the tokenizer).
