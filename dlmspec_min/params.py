@@ -135,6 +135,7 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "n_train": _positive_int,  # training windows of the SID head (02, 03)
     "threads": _positive_int,  # torch CPU threads of a timing notebook (09)
     "n_sweep": _positive_int,  # prompts per threshold of the speed/quality sweep (09)
+    "n_timed": _positive_int,  # samples in each wall-clock repeat (03)
     "spec_budget": _nonneg_int,  # draft-tree nodes per verify call (09)
     "spec_low": lambda v: (  # lowest confidence the draft branches on (09)
         None if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1

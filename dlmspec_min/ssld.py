@@ -596,12 +596,22 @@ def shortfall(alpha_star_: float, alpha: float, alpha_hi: float) -> Shortfall:
 def accelerators(
     gen_length: int, block_length: int, threshold: float, temperature: float
 ) -> dict[str, DecodeConfig]:
-    """The token-space accelerators of ``decode.generate`` that SSLD can infill with."""
+    """The token-space accelerators of ``decode.generate`` that SSLD can infill with.
+
+    Fast-dLLM's threshold rule, the same with its dual cache, and trajectory
+    speculation on top of the latter (SPEC.md 4; exact lookahead, default tree
+    budget): issue 7 asks C3 to judge SSLD against the strongest of the three.
+    The first entry is the plain threshold decode (notebooks take their oracle
+    anchors from it). Trajectory speculation decodes rows one by one at
+    temperature > 0 and computes many more positions per forward (token-forwards).
+    """
     base = dict(gen_length=gen_length, block_length=block_length, rule="threshold",
                 threshold=threshold, temperature=temperature)
     return {
         "Fast-dLLM threshold": DecodeConfig(**base),
         "Fast-dLLM threshold + dual cache": DecodeConfig(**base, cache="dual"),
+        "trajectory speculation (exact)": DecodeConfig(
+            **base, cache="dual", speculate="trajectory", lookahead="exact"),
     }
 
 

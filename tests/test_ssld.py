@@ -326,6 +326,30 @@ def test_end_to_end_on_tiny_models_is_deterministic(tiny):
         ssld.SmallMarginalDraft(other, sid)
 
 
+def test_trajectory_accelerator_infills_exactly_like_its_base_policy(tiny):
+    """SSLD's infill with trajectory speculation (issue 7: C3 judges against the
+    strongest accelerator) writes what the dual-cache threshold rule writes, from
+    the same committed anchors and the same per-row random streams."""
+    (target, tok), (draft_den, _) = tiny["target"], tiny["draft"]
+    sid = semantic_ids_for(target, 8, seed=0, tokenizer=tok)
+    B, Gn, bl = 3, 8, 4
+    prompt = torch.full((B, 1), tok.bos_token_id)
+    accs = ssld.accelerators(Gn, bl, 0.5, 1.0)
+    assert list(accs)[0] == "Fast-dLLM threshold"
+    traj = accs["trajectory speculation (exact)"]
+    assert traj.speculate == "trajectory" and traj.lookahead == "exact"
+    anchors = torch.rand(B, Gn, generator=torch.Generator().manual_seed(2)) < 0.5
+    draft = ssld.SmallMarginalDraft(draft_den, sid)(prompt, Gn)
+    runs = {name: ssld.ssld_generate(target, prompt, draft, anchors, sid, accs[name],
+                                     row_generators(3, B), c=0.1)
+            for name in ("Fast-dLLM threshold + dual cache",
+                         "trajectory speculation (exact)")}
+    dual, spec = runs.values()
+    assert torch.equal(dual.tokens, spec.tokens)
+    assert torch.equal(dual.accepted, spec.accepted)
+    assert (spec.nfe <= dual.nfe).all()
+
+
 # --- the win condition ----------------------------------------------------------------
 
 
