@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
+import pandas as pd
 import torch
 
+from dlmspec_min import bench
 from dlmspec_min.decode import DecodeConfig, generate
 from dlmspec_min.denoisers import Denoiser, load_denoiser
 from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
@@ -46,26 +46,6 @@ SETTINGS = {  # name -> DecodeConfig overrides
 }
 
 
-class Recorder:
-    """A denoiser proxy that remembers every call, so the forwards can be replayed."""
-
-    def __init__(self, denoiser):
-        self.d, self.calls = denoiser, []
-        self.mask_id, self.supports_cache = denoiser.mask_id, denoiser.supports_cache
-
-    def logits(self, x):
-        self.calls.append(("logits", (x.clone(),)))
-        return self.d.logits(x)
-
-    def prefill(self, x):
-        self.calls.append(("prefill", (x.clone(),)))
-        return self.d.prefill(x)
-
-    def logits_window(self, xw, start, cache):
-        self.calls.append(("logits_window", (xw.clone(), start, cache)))
-        return self.d.logits_window(xw, start, cache)
-
-
 def build_denoiser():
     if (models_dir() / "base" / "config.json").exists():
         return load_denoiser("dlmspec/base")[0], "data/models/base (trained)"
@@ -75,30 +55,12 @@ def build_denoiser():
     return Denoiser(model, model.config.mask_token_id), "random weights, base shape"
 
 
-def replay(denoiser, calls):
-    for name, args in calls:
-        getattr(denoiser, name)(*args)
-
-
-def timed(fn, repeats: int) -> tuple[float, float]:
-    """Median (wall, process CPU) seconds over ``repeats`` runs after a warm-up."""
-    fn()
-    wall, cpu = [], []
-    for _ in range(repeats):
-        w0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - w0)
-        cpu.append(time.process_time() - c0)
-    return statistics.median(wall), statistics.median(cpu)
-
-
 def measure(denoiser, prompt, config: DecodeConfig, repeats: int) -> dict:
-    rec = Recorder(denoiser)
+    rec = bench.Recorder(denoiser)
     res = generate(rec, prompt, config)
-    calls = rec.calls
     n = res.n_forwards
-    fwd = timed(lambda: replay(denoiser, calls), repeats)
-    dec = timed(lambda: generate(denoiser, prompt, config), repeats)
+    fwd = bench.timed(lambda: bench.replay(denoiser, rec.calls), repeats)
+    dec = bench.timed(lambda: generate(denoiser, prompt, config), repeats)
     out = {"nfe": n, "tokens_per_nfe": res.mean_tokens_per_nfe,
            "token_forwards": int(res.token_forwards.sum())}
     for clock, t_fwd, t_dec in (("wall", fwd[0], dec[0]), ("cpu", fwd[1], dec[1])):
@@ -130,16 +92,13 @@ def main(argv=None):
           f"{gen_length} generated, blocks of {BLOCK_LENGTH}); torch "
           f"{torch.__version__}, {torch.get_num_threads()} threads; median of "
           f"{a.repeats} (warm-up excluded)")
-    head = (f"{'setting':27} {'clock':5} {'NFE':>4} {'tok/NFE':>7} {'fwd ms':>8} "
-            f"{'decode ms':>9} {'ovh ms/step':>11} {'ratio':>6}")
-    print(head)
-    print("-" * len(head))
-    for name, r in rows.items():
-        for clock in ("wall", "cpu"):
-            t = r[clock]
-            print(f"{name:27} {clock:5} {r['nfe']:4d} {r['tokens_per_nfe']:7.2f} "
-                  f"{t['forwards_ms']:8.1f} {t['decode_ms']:9.1f} "
-                  f"{t['overhead_ms_per_step']:11.3f} {t['ratio']:6.3f}")
+    table = pd.DataFrame([
+        {"setting": name, "clock": clock, "NFE": r["nfe"],
+         "tok/NFE": r["tokens_per_nfe"], "fwd ms": r[clock]["forwards_ms"],
+         "decode ms": r[clock]["decode_ms"],
+         "ovh ms/step": r[clock]["overhead_ms_per_step"], "ratio": r[clock]["ratio"]}
+        for name, r in rows.items() for clock in ("wall", "cpu")])
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         meta = {"model": source, "seq_len": SEQ_LEN, "prompt_length": PROMPT_LENGTH,

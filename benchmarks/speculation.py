@@ -26,6 +26,7 @@ import json
 import sys
 from pathlib import Path
 
+import pandas as pd
 import torch
 
 from dlmspec_min import bench, stats
@@ -99,16 +100,10 @@ def main(argv=None) -> int:
     print(f"target: {source}; {len(prompt)} prompts of {PROMPT_LENGTH} tokens, "
           f"{GEN_LENGTH} generated in blocks of {BLOCK_LENGTH}, threshold "
           f"{THRESHOLD}; torch {torch.__version__}, {torch.get_num_threads()} threads")
-    head = (f"{'decoder':11} {'NFE':>6} {'tok/NFE':>7} {'tok-fwd':>8} {'wall s':>7} "
-            f"{'cpu s':>7} {'exact':>6} {'hamming':>7} {'steps/verify':>12}")
-    print(head)
-    print("-" * len(head))
-    for name, r in rows.items():
-        extra = (f"{r['exact_match']:6.3f} {r['hamming']:7.3f} "
-                 f"{r['steps_per_verify']:12.2f}" if "exact_match" in r else "")
-        print(f"{name:11} {r['nfe']:6.2f} {r['tokens_per_nfe']:7.2f} "
-              f"{r['token_forwards']:8.0f} {r['wall_s']:7.2f} {r['cpu_s']:7.2f} "
-              f"{extra}")
+    cols = ["nfe", "tokens_per_nfe", "token_forwards", "wall_s", "cpu_s",
+            "exact_match", "hamming", "steps_per_verify"]
+    table = pd.DataFrame.from_dict(rows, orient="index").reindex(columns=cols)
+    print(table.to_string(float_format=lambda v: f"{v:.3f}", na_rep=""))
     print(f"speedup in tokens/NFE over Fast-dLLM threshold: {speedup[0]:.3f} "
           f"(95 % CI {speedup[1]:.3f}-{speedup[2]:.3f})")
     print(f"loop overhead at batch 1 (decode / forwards): timed inside "

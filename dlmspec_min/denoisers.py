@@ -57,25 +57,13 @@ class ModelSpec:
 PAPER_MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
-        ModelSpec(
-            "GSAI-ML/LLaDA-8B-Base",
-            "denoiser",
-            "AutoModel",
-            True,
-            LLADA_MASK_ID,
-            LLADA_EOS_ID,
-            LLADA_EOT_ID,
-            notes="the strong 8B target (C7)",
-        ),
-        ModelSpec(
-            "GSAI-ML/LLaDA-8B-Instruct",
-            "denoiser",
-            "AutoModel",
-            True,
-            LLADA_MASK_ID,
-            LLADA_EOS_ID,
-            LLADA_EOT_ID,
-            notes="chat template; EoT ends a turn",
+        *(  # the two LLaDA-8B checkpoints share code, ids and special tokens
+            ModelSpec(name, "denoiser", "AutoModel", True, LLADA_MASK_ID, LLADA_EOS_ID,
+                      LLADA_EOT_ID, notes=notes)
+            for name, notes in (
+                ("GSAI-ML/LLaDA-8B-Base", "the strong 8B target (C7)"),
+                ("GSAI-ML/LLaDA-8B-Instruct", "chat template; EoT ends a turn"),
+            )
         ),
         ModelSpec(
             "Dream-org/Dream-v0-Base-7B",

@@ -339,6 +339,18 @@ def one_sided_p(null, observed: float) -> float:
     return float((1 + np.sum(null <= observed)) / (len(null) + 1))
 
 
+def _pairs(draft_tokens, target_tokens, sid: SemanticIDs, R):
+    """Flattened (N,) draft and target ids, checked, and their acceptance under sid."""
+    d, t = draft_tokens.reshape(-1).long(), target_tokens.reshape(-1).long()
+    if d.shape != t.shape or d.numel() == 0:
+        raise ValueError(
+            "draft_tokens and target_tokens must hold the same non-zero number of ids"
+        )
+    if not (isinstance(R, int) and R >= 1):
+        raise ValueError(f"R must be an int >= 1, got {R!r}")
+    return d, t, float((sid.flat[d] == sid.flat[t]).double().mean())
+
+
 def permutation_test(
     draft_tokens: torch.Tensor, target_tokens: torch.Tensor, sid: SemanticIDs,
     R: int, generator: torch.Generator, chunk: int = PERMUTATION_CHUNK,
@@ -349,14 +361,7 @@ def permutation_test(
     sequence). alpha = mean 1{sigma(draft) == sigma(target)}; each random
     clustering is one gather and one compare over the fixed pairs.
     """
-    d, t = draft_tokens.reshape(-1).long(), target_tokens.reshape(-1).long()
-    if d.shape != t.shape or d.numel() == 0:
-        raise ValueError(
-            "draft_tokens and target_tokens must hold the same non-zero number of ids"
-        )
-    if not (isinstance(R, int) and R >= 1):
-        raise ValueError(f"R must be an int >= 1, got {R!r}")
-    alpha = float((sid.flat[d] == sid.flat[t]).double().mean())
+    d, t, alpha = _pairs(draft_tokens, target_tokens, sid, R)
     null = []
     for start in range(0, R, chunk):
         codes = random_clusterings(sid, min(chunk, R - start), generator)  # (r, V)
@@ -415,14 +420,7 @@ def permutation_test_fast(
     one compare. Same null distribution as ``permutation_test`` (a different
     random stream); the same one-sided p.
     """
-    d, t = draft_tokens.reshape(-1).long(), target_tokens.reshape(-1).long()
-    if d.shape != t.shape or d.numel() == 0:
-        raise ValueError(
-            "draft_tokens and target_tokens must hold the same non-zero number of ids"
-        )
-    if not (isinstance(R, int) and R >= 1):
-        raise ValueError(f"R must be an int >= 1, got {R!r}")
-    alpha = float((sid.flat[d] == sid.flat[t]).double().mean())
+    d, t, alpha = _pairs(draft_tokens, target_tokens, sid, R)
     uniq, inv = torch.unique(torch.cat([d, t]), return_inverse=True)
     di, ti = inv[: len(d)], inv[len(d):]
     labels = random_labels(sid, uniq, R, generator)  # (R, m)
