@@ -194,10 +194,10 @@ class Lexicon:
         """Each word's most frequent gold class in ``dataset`` (words, tags columns)."""
         exact: dict[str, Counter] = {}
         lower: dict[str, Counter] = {}
-        for words, tags in zip(dataset["words"], dataset["tags"]):
+        for words, tags in zip(dataset["words"], dataset["tags"], strict=True):
             if len(words) != len(tags):
                 raise ValueError("a sentence has different numbers of words and tags")
-            for word, tag in zip(words, tags):
+            for word, tag in zip(words, tags, strict=True):
                 c = coarse_class(tag)
                 exact.setdefault(word, Counter())[c] += 1
                 lower.setdefault(word.lower(), Counter())[c] += 1
@@ -309,8 +309,8 @@ def agreement(lexicon: Lexicon, dataset) -> dict:
     import pandas as pd
 
     counts: Counter = Counter()
-    for words, tags in zip(dataset["words"], dataset["tags"]):
-        for word, tag in zip(words, tags):
+    for words, tags in zip(dataset["words"], dataset["tags"], strict=True):
+        for word, tag in zip(words, tags, strict=True):
             counts[coarse_class(tag), lexicon.classify(word)] += 1
     n_words = sum(counts.values())
     if n_words == 0:

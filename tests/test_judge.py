@@ -51,7 +51,7 @@ def sentences():
         pytest.skip(f"Brown corpus not fetched ({err})")
     chosen = [
         " ".join(words)
-        for words, tags in zip(data["words"], data["tags"])
+        for words, tags in zip(data["words"], data["tags"], strict=True)
         if 15 <= len(words) <= 30 and "``" not in tags and "''" not in tags
     ]
     return chosen[:N_SENTENCES]

@@ -39,7 +39,8 @@ def test_training_steps_are_reproducible_and_lower_the_loss():
         model = DLMForMaskedDiffusion(cfg)
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
         gen = torch.Generator().manual_seed(0)
-        x = torch.cat([torch.full((8, 1), BOS_ID), (torch.arange(15) % 7 + 5).repeat(8, 1)], 1)
+        body = (torch.arange(15) % 7 + 5).repeat(8, 1)
+        x = torch.cat([torch.full((8, 1), BOS_ID), body], 1)
         losses = []
         for _ in range(30):
             loss = train.diffusion_loss(model, x, gen)
@@ -74,7 +75,8 @@ def test_resume_gives_the_same_weights_as_one_run(tmp_path, monkeypatch):
     monkeypatch.setattr(train, "held_out_windows", lambda tok: train.windows(
         train.encode_documents(small_ds, tok))[:4])
     monkeypatch.setitem(train.SIZES, "small", dict(
-        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64))
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=64))
     opts = dict(batch_size=4, eval_every=3, bf16=False, log=lambda msg: None)
     whole = train.train("small", tmp_path / "whole", cycles=(5, 3), **opts)
     part = tmp_path / "part"
