@@ -194,4 +194,16 @@ def notebook_parameters(path: Path) -> dict[str, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         ipynb = Path(tmp) / (path.stem + ".ipynb")
         jupytext.write(nb, ipynb)
-        return papermill.inspect_notebook(str(ipynb))
+        found = papermill.inspect_notebook(str(ipynb))
+    # papermill's line parser silently skips some lines (e.g. an '=' in the help
+    # text); a parameter it skips could never be overridden, so say which
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    declared = [t.target.id for t in ast.parse(cell.source).body
+                if isinstance(t, ast.AnnAssign) and isinstance(t.target, ast.Name)]
+    missed = [name for name in declared if name not in found]
+    if missed:
+        raise ValueError(
+            f"{path}: papermill cannot read the parameter line(s) of {missed}; "
+            "write `name: type = value  # help` with no '=' in the help text"
+        )
+    return found

@@ -180,8 +180,11 @@ class SIDHead:
         return 2.0 * self.weight.numel()
 
     def log_probs(self, features: torch.Tensor) -> torch.Tensor:
-        z = (features.float() - self.mean) / self.scale
-        return torch.log_softmax(z @ self.weight + self.bias, dim=-1).double()
+        """(..., D) features on any device -> (..., K) float64 log-probs there."""
+        dev = features.device
+        z = (features.float() - self.mean.to(dev)) / self.scale.to(dev)
+        return torch.log_softmax(z @ self.weight.to(dev) + self.bias.to(dev),
+                                 dim=-1).double()
 
 
 def merge_rows(features: torch.Tensor, labels: torch.Tensor, n_clusters: int):
@@ -257,10 +260,12 @@ def head_training_data(
             f"windows must be at least prompt_length + gen_length = {P + G} long, "
             "with a content mask of the same shape"
         )
-    feats = visible_features(denoiser, windows[:, :P], G)  # (N, G, D)
-    targets = windows[:, P:P + G]  # (N, G)
-    keep = content[:, P:P + G] & ~sid.special[targets]
-    return feats[keep], sid(targets)[keep]
+    device = next(denoiser.model.parameters()).device
+    # features on the model's device, the (small, convex) head fit on the CPU
+    feats = visible_features(denoiser, windows[:, :P].to(device), G).cpu()  # (N, G, D)
+    targets = windows[:, P:P + G].cpu()  # (N, G)
+    keep = content[:, P:P + G].cpu() & ~sid.special.cpu()[targets]
+    return feats[keep], sid(targets)[keep].cpu()
 
 
 # --- drafts ---------------------------------------------------------------------------

@@ -125,3 +125,20 @@ def test_execution_records_values(notebook, tmp_path):
     from dlmspec_min.claims import read_glued
 
     assert read_glued(out)["doubled"] == 10
+
+
+def test_a_parameter_papermill_cannot_read_is_an_error(tmp_path):
+    """papermill skips `x: int = 0  # help (0 = all)`; the runner must not."""
+    nb = tmp_path / "nb.md"
+    nb.write_text(
+        "---\njupytext:\n  text_representation:\n    extension: .md\n"
+        "    format_name: myst\nkernelspec:\n  display_name: Python 3\n"
+        "  language: python\n  name: python3\n---\n\n"
+        "```{code-cell} ipython3\n:tags: [parameters]\n\n"
+        "n_samples: int = 4  # samples\nn_positions: int = 0  # per window (0 = all)\n"
+        "```\n"
+    )
+    with pytest.raises(ValueError, match="n_positions"):
+        params.notebook_parameters(nb)
+    nb.write_text(nb.read_text().replace("(0 = all)", "(0: all)"))
+    assert list(params.notebook_parameters(nb)) == ["n_samples", "n_positions"]
