@@ -9,6 +9,7 @@ their word's tag (SPEC.md section 3).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from .paths import models_dir
@@ -69,36 +70,75 @@ def load_tokenizer(path: Path | None = None):
     return AutoTokenizer.from_pretrained(path)
 
 
-def word_ids(tokenizer, ids) -> list[int]:
-    """For each token id, the index of its word (``##`` pieces continue a word).
+WORD_START_MARKS = ("\u0120", "\u2581")  # byte-level BPE's "Ġ", SentencePiece's "▁"
 
-    Special tokens get -1.
-    """
+
+@functools.lru_cache(maxsize=16)
+def word_convention(tokenizer) -> str:
+    """How a tokenizer marks word boundaries: "wordpiece" (``##`` continues a
+    word: ours, BERT) or "word_start" (a piece starting with "Ġ" or "▁" begins a
+    word: GPT-2/LLaMA/Qwen-style byte-level BPE and SentencePiece, e.g. the
+    paper-scale LLaDA and Dream tokenizers)."""
+    vocab = tokenizer.get_vocab()
+    starts = sum(1 for piece in vocab if piece.startswith(WORD_START_MARKS))
+    continues = sum(1 for piece in vocab if piece.startswith("##"))
+    return "word_start" if starts > continues else "wordpiece"
+
+
+def _is_punct(text: str) -> bool:
+    return bool(text) and not any(ch.isalnum() for ch in text)
+
+
+def _pieces(tokenizer, ids):
+    """(token id, piece text, starts a new word) for each id; specials: piece None."""
     special = set(tokenizer.all_special_ids)
-    out, w = [], -1
+    wordpiece = word_convention(tokenizer) == "wordpiece"
+    prev_punct, bare_mark = True, False
     for tid in ids:
         tid = int(tid)
         if tid in special:
-            out.append(-1)
+            prev_punct, bare_mark = True, False
+            yield tid, None, True
             continue
         piece = tokenizer.convert_ids_to_tokens(tid)
-        if not piece.startswith("##") or w < 0:
+        if wordpiece:
+            text, new = piece.removeprefix("##"), not piece.startswith("##")
+        else:  # punctuation stands alone, as in Brown
+            marked = piece.startswith(WORD_START_MARKS)
+            text = piece[1:] if marked else piece
+            # a bare mark ("▁" alone) starts a word that the next piece spells
+            new = not bare_mark and (marked or prev_punct or _is_punct(text))
+            bare_mark = marked and not text
+        prev_punct = _is_punct(text)
+        yield tid, text, new
+
+
+def word_ids(tokenizer, ids) -> list[int]:
+    """For each token id, the index of its word; special tokens get -1.
+
+    With WordPiece, ``##`` pieces continue a word; with word-start markers
+    ("Ġ", "▁"), unmarked pieces continue one, and punctuation stands alone.
+    """
+    out, w = [], -1
+    for _, text, new in _pieces(tokenizer, ids):
+        if text is None:
+            out.append(-1)
+            continue
+        if new or w < 0:
             w += 1
         out.append(w)
     return out
 
 
 def words_of(tokenizer, ids) -> list[str]:
-    """The words a token sequence spells (special tokens dropped)."""
+    """The words a token sequence spells (special tokens dropped), as ``word_ids``
+    groups them."""
     words: list[str] = []
-    special = set(tokenizer.all_special_ids)
-    for tid in ids:
-        tid = int(tid)
-        if tid in special:
+    for _, text, new in _pieces(tokenizer, ids):
+        if text is None:
             continue
-        piece = tokenizer.convert_ids_to_tokens(tid)
-        if piece.startswith("##") and words:
-            words[-1] += piece[2:]
+        if new or not words:
+            words.append(text)
         else:
-            words.append(piece.removeprefix("##"))
+            words[-1] += text
     return words

@@ -194,3 +194,58 @@ def test_subword_pieces_inherit_their_word_class(small_tokenizer):
     )
     # the piece "cat" alone would be content; inside "cats" it is the word's class
     assert classes_of_tokens(tok, text_ids[1:2], _toy_lexicon()) == [CONTENT]
+
+
+def _bpe_tokenizer(kind: str):
+    """A tiny byte-level BPE ("Ġ", GPT-2/LLaMA-3 style) or Metaspace ("▁",
+    SentencePiece style) tokenizer, trained here on a few sentences."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    if kind == "bytelevel":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+        tok.decoder = decoders.ByteLevel()
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        tok.decoder = decoders.Metaspace()
+        alphabet = list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.,;")
+    text = ["The dog barked at the old man, and the man ran home.",
+            "A dog and a man walked home; the dog barked again."] * 20
+    tok.train_from_iterator(text, trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<unk>", "<s>"], initial_alphabet=alphabet))
+    return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>",
+                                   bos_token="<s>")
+
+
+@pytest.mark.parametrize("kind, text", [
+    ("bytelevel", "The dogs barked, then walked home."),
+    # Metaspace does not split punctuation off: BPE may merge "home." into one piece
+    ("metaspace", "The dogs barked , then walked home ."),
+])
+def test_words_of_byte_level_and_sentencepiece_tokenizers(kind, text):
+    from dlmspec_min.tokenizer import word_convention, word_ids, words_of
+
+    tok = _bpe_tokenizer(kind)
+    assert word_convention(tok) == "word_start"
+    ids = [tok.bos_token_id] + tok(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) > 8  # "dogs", "then", "walked" are split into pieces
+    assert words_of(tok, ids) == ["The", "dogs", "barked", ",", "then", "walked",
+                                  "home", "."]
+    w = word_ids(tok, ids)
+    assert w[0] == -1 and w[1:] == sorted(w[1:]) and max(w) == 7
+    classes = tagger.classes_of_tokens(tok, ids, tagger.default_lexicon())
+    by_word = dict(zip(w, classes, strict=True))
+    assert [by_word[i] for i in range(8)] == [
+        "function", "content", "content", "punct", "content", "content", "content",
+        "punct"]
+
+
+def test_our_tokenizer_keeps_the_wordpiece_convention():
+    from dlmspec_min.tokenizer import load_tokenizer, word_convention, words_of
+
+    tok = load_tokenizer()
+    assert word_convention(tok) == "wordpiece"
+    ids = tok("the unbelievably quick dog", add_special_tokens=False)["input_ids"]
+    assert words_of(tok, ids) == ["the", "unbelievably", "quick", "dog"]
