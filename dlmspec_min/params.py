@@ -91,6 +91,12 @@ def _k_list(v):
     return None if ok else "must be a non-empty list of integers >= 2"
 
 
+def _seed_list(v):
+    ok = isinstance(v, list) and all(
+        isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in v)
+    return None if ok else "must be a list of integers >= 0 (may be empty)"
+
+
 def _float_list(v):
     ok = (
         isinstance(v, list)
@@ -120,6 +126,7 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "batch_size": _positive_int,
     "K": _positive_int,
     "K_sweep": _k_list,
+    "robust_seeds": _seed_list,  # further seeds of a robustness check (02)
     "threshold": _unit_interval_open_left,
     "thresholds": _float_list,
     "factor": _positive_float,
@@ -141,6 +148,11 @@ RULES: dict[str, Callable[[Any], str | None]] = {
         None if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
         else "must be a number in [0, 1]"
     ),
+    "n_windows": _positive_int,  # held-out windows measured (07)
+    "n_positions": _nonneg_int,  # positions measured per window, 0 = all (07)
+    "n_tau": _positive_int,  # samples decoded by every accelerator for tau_acc (07)
+    "n_bins": _positive_int,  # equal-count bins of a per-anchor measure (08)
+    "n_side": _positive_int,  # samples of the side decodes (08)
 }
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}

@@ -52,8 +52,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 import torch
 
+from . import stats
 from .decode import DecodeConfig, DecodeResult, generate
 from .semantic import SemanticIDs, best_token_in_cluster, cluster_marginal
 
@@ -487,20 +489,16 @@ def sid_hits(
 def acceptance_table(
     sids_by_name: dict[str, torch.Tensor], tokens: torch.Tensor, anchors: torch.Tensor,
     sid: SemanticIDs, n_boot: int = 2000, seed: int = 0,
-):
+) -> pd.DataFrame:
     """alpha_SID per named prediction (B, G) of sigma(tokens) at anchors, with CIs.
 
     One row per name: hits, anchors, alpha and the 95 % interval of
     ``stats.rate_ci`` (sequence bootstrap united with Clopper-Pearson).
     """
-    import pandas as pd
-
-    from .stats import rate_ci
-
     rows = []
     for name, sids in sids_by_name.items():
         hits, n = sid_hits(sids, tokens, anchors, sid)
-        est, lo, hi = rate_ci(hits, n, n_boot, seed)
+        est, lo, hi = stats.rate_ci(hits, n, n_boot, seed)
         rows.append(dict(prediction=name, hits=int(hits.sum()), anchors=int(n.sum()),
                          alpha=est, low=lo, high=hi))
     return pd.DataFrame(rows).set_index("prediction")
@@ -526,6 +524,55 @@ def training_windows(
     if bos_id is not None:
         windows[:, 0] = int(bos_id)
     return windows, content_mask(tokenizer, windows, lexicon)
+
+
+def drafts_for(draft_denoiser, sid: SemanticIDs, windows, content, prompt_length: int,
+               gen_length: int) -> dict:
+    """The two SID-mode drafts of the book, by name: the small model's cluster
+    marginal, and the same model with a SID head trained on (windows, content)."""
+    return {
+        SmallMarginalDraft.name: SmallMarginalDraft(draft_denoiser, sid),
+        HeadDraft.name: HeadDraft.fit(draft_denoiser, sid, windows, content,
+                                      prompt_length, gen_length),
+    }
+
+
+def acceptance_over_seeds(
+    target, draft_denoiser, tokenizer, lexicon, prompt: torch.Tensor,
+    tokens: torch.Tensor, anchors: torch.Tensor, K: int, seeds: Sequence[int], *,
+    levels: int = 1, n_train: int = 2048, n_boot: int = 2000, boot_seed: int = 0,
+):
+    """alpha_SID of the best draft when the IDs and the head are rebuilt per seed.
+
+    The decode is held fixed (``tokens`` (B, G) and ``anchors`` (B, G) of the
+    target's own decode of ``prompt``); for each seed the k-means IDs
+    (``semantic_ids_for``) and the head's Brown training windows are drawn anew.
+    One row per seed: best draft, its alpha with the 95 % interval, both drafts'
+    alpha, and the majority-ID rate of the anchors under that seed's IDs.
+    """
+    from .semantic import majority_chance, semantic_ids_for
+
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    P, G = prompt.shape[1], tokens.shape[1]
+    bos = int(prompt[0, 0]) if P else None
+    rows = []
+    for s in seeds:
+        sid = semantic_ids_for(target, K, seed=s, tokenizer=tokenizer, levels=levels)
+        windows, content = training_windows(tokenizer, lexicon, n_train, s, bos_id=bos)
+        drafts = drafts_for(draft_denoiser, sid, windows, content, P, G)
+        table = acceptance_table({n: d(prompt, G).sids for n, d in drafts.items()},
+                                 tokens, anchors, sid, n_boot, boot_seed)
+        best = table["alpha"].idxmax()
+        rows.append({
+            "seed": s, "best draft": best, "alpha_SID": table.loc[best, "alpha"],
+            "low": table.loc[best, "low"], "high": table.loc[best, "high"],
+            "alpha_SID, head": table.loc[HeadDraft.name, "alpha"],
+            "alpha_SID, marginal": table.loc[SmallMarginalDraft.name, "alpha"],
+            "majority-ID rate": majority_chance(sid(tokens)[anchors].cpu().numpy(),
+                                                sid.n_clusters),
+        })
+    return pd.DataFrame(rows).set_index("seed")
 
 
 # --- the win condition (SPEC.md section 3.1) ------------------------------------------
@@ -618,6 +665,39 @@ def accelerators(
         "trajectory speculation (exact)": DecodeConfig(
             **base, cache="dual", speculate="trajectory", lookahead="exact"),
     }
+
+
+def accelerator_table(
+    runs: dict[str, DecodeResult], n_boot: int = 2000, seed: int = 0,
+) -> pd.DataFrame:
+    """Tokens per NFE of each named decode, with a 95 % bootstrap CI over sequences.
+
+    One row per name: ``tokens_per_nfe`` (all generated tokens / all row
+    forwards), ``low``, ``high`` (``stats.ratio_bootstrap``), ``nfe_per_sample``
+    and ``token_forwards_per_sample``.
+    """
+    if not runs:
+        raise ValueError("no accelerator runs given: pass {name: DecodeResult}")
+    rows = []
+    for name, r in runs.items():
+        nfe = r.nfe.detach().cpu().double().numpy()  # (B,)
+        n_gen = np.full(len(nfe), r.generated.shape[1], dtype=float)
+        est, lo, hi = stats.ratio_bootstrap(n_gen, nfe, n_boot, seed)
+        rows.append(dict(accelerator=name, tokens_per_nfe=est, low=lo, high=hi,
+                         nfe_per_sample=float(nfe.mean()),
+                         token_forwards_per_sample=r.token_forwards.double().mean().item()))
+    return pd.DataFrame(rows).set_index("accelerator")
+
+
+def strongest_accelerator(table: pd.DataFrame) -> str:
+    """The most tokens per NFE; among equals, the fewest token-forwards (then order)."""
+    missing = {"tokens_per_nfe", "token_forwards_per_sample"} - set(table.columns)
+    if missing or table.empty:
+        raise ValueError(
+            f"need a non-empty accelerator_table; missing columns {sorted(missing)}")
+    ranked = table.sort_values(["tokens_per_nfe", "token_forwards_per_sample"],
+                               ascending=[False, True], kind="stable")
+    return str(ranked.index[0])
 
 
 def wall_clock(fn: Callable[[], object], repeats: int, warmup: int = 1) -> np.ndarray:

@@ -326,6 +326,36 @@ def test_end_to_end_on_tiny_models_is_deterministic(tiny):
         ssld.SmallMarginalDraft(other, sid)
 
 
+def test_acceptance_over_seeds_rebuilds_ids_and_head_per_seed(tiny):
+    """Each row equals an acceptance_table built by hand with that seed's IDs and
+    drafts; the decode is the caller's; the best draft is the row's maximum."""
+    from dlmspec_min import tagger
+
+    (target, tok), (draft_den, _) = tiny["target"], tiny["draft"]
+    lexicon = tagger.default_lexicon()
+    B, Gn = 3, 8
+    prompt = torch.full((B, 1), tok.bos_token_id)
+    tokens = torch.randint(5, 8192, (B, Gn), generator=torch.Generator().manual_seed(4))
+    anchors = torch.rand(B, Gn, generator=torch.Generator().manual_seed(5)) < 0.7
+    got = ssld.acceptance_over_seeds(target, draft_den, tok, lexicon, prompt, tokens,
+                                     anchors, 8, [3, 0], n_train=16, n_boot=50)
+    assert list(got.index) == [3, 0]
+    for s in (3, 0):
+        sid = semantic_ids_for(target, 8, seed=s, tokenizer=tok)
+        win, content = ssld.training_windows(tok, lexicon, 16, s,
+                                             bos_id=tok.bos_token_id)
+        drafts = ssld.drafts_for(draft_den, sid, win, content, 1, Gn)
+        sids = {n: d(prompt, Gn).sids for n, d in drafts.items()}
+        table = ssld.acceptance_table(sids, tokens, anchors, sid, 50, 0)
+        row = got.loc[s]
+        assert row["alpha_SID"] == table["alpha"].max()
+        assert row["alpha_SID, head"] == table.loc[ssld.HeadDraft.name, "alpha"]
+        assert row["low"] <= row["alpha_SID"] <= row["high"]
+    with pytest.raises(ValueError, match="at least one seed"):
+        ssld.acceptance_over_seeds(target, draft_den, tok, lexicon, prompt, tokens,
+                                   anchors, 8, [])
+
+
 def test_trajectory_accelerator_infills_exactly_like_its_base_policy(tiny):
     """SSLD's infill with trajectory speculation (issue 7: C3 judges against the
     strongest accelerator) writes what the dual-cache threshold rule writes, from
