@@ -192,3 +192,128 @@ def rate_ci(hits, trials, n_boot: int = 2000, seed: int = 0, level: float = CONF
     k, n = int(np.sum(hits)), int(np.sum(trials))
     cp_lo, cp_hi = proportion_confint(k, n, alpha=1 - level, method="beta")
     return est, float(min(lo, cp_lo)), float(max(hi, cp_hi))
+
+
+def paired_ratio_bootstrap(
+    num_a, den_a, num_b, den_b, n_boot: int = 2000, seed: int = 0,
+    level: float = CONFIDENCE,
+):
+    """(sum(num_a)/sum(den_a)) / (sum(num_b)/sum(den_b)), paired over sequences.
+
+    Two pooled means measured on the SAME sequences (one entry per sequence in
+    each of the four arrays, in the same order), e.g. a measure under model A
+    over model B. Each bootstrap replicate resamples whole sequences once and
+    uses the same indices for A and B, so their correlation is kept. Returns
+    (estimate, low, high), a percentile interval.
+    """
+    arrays = [np.asarray(v, float) for v in (num_a, den_a, num_b, den_b)]
+    if any(a.ndim != 1 for a in arrays) or len({len(a) for a in arrays}) != 1 \
+            or len(arrays[0]) == 0:
+        raise ValueError("num_a, den_a, num_b, den_b must be 1-D arrays of one, "
+                         "non-zero length (one entry per sequence)")
+    na, da, nb, db = arrays
+    if da.sum() <= 0 or db.sum() <= 0 or nb.sum() == 0:
+        raise ValueError("a denominator is zero: nothing was measured for one side")
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(na), size=(n_boot, len(na)))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = (na[idx].sum(1) / da[idx].sum(1)) / (nb[idx].sum(1) / db[idx].sum(1))
+    boot = boot[np.isfinite(boot)]
+    a = (1 - level) / 2
+    est = (na.sum() / da.sum()) / (nb.sum() / db.sum())
+    return float(est), float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
+
+
+# --- C8: differences of pooled means and rank correlations, by sequence -------------
+
+
+def _group_weights(S: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, S) how often each of S groups is drawn in each bootstrap replicate."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, S, size=(n_boot, S))
+    W = np.zeros((n_boot, S))
+    np.add.at(W, (np.arange(n_boot)[:, None], idx), 1)
+    return W
+
+
+def mean_difference_bootstrap(
+    x, x_groups, y, y_groups, n_boot: int = 2000, seed: int = 0,
+    level: float = CONFIDENCE,
+) -> tuple[float, float, float]:
+    """mean(x) - mean(y), pooled over observations, with a CI resampling groups.
+
+    ``x_groups``/``y_groups`` give each observation's group (its sequence); a
+    replicate draws groups with replacement and takes all their observations
+    of both samples (replicates missing x or y are dropped). Returns
+    (estimate, low, high), a percentile interval.
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.ndim != 1 or y.ndim != 1 or not len(x) or not len(y):
+        raise ValueError("x and y must be non-empty 1-D samples")
+    if np.shape(x_groups) != x.shape or np.shape(y_groups) != y.shape:
+        raise ValueError("x_groups and y_groups need one group label per observation")
+    if not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    (gx, gy), S = _group_codes(x_groups, y_groups)
+    sx, nx = np.bincount(gx, x, S), np.bincount(gx, minlength=S).astype(float)
+    sy, ny = np.bincount(gy, y, S), np.bincount(gy, minlength=S).astype(float)
+    W = _group_weights(S, n_boot, seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = (W @ sx) / (W @ nx) - (W @ sy) / (W @ ny)
+    boot = boot[np.isfinite(boot)]
+    a = (1 - level) / 2
+    est = float(x.mean() - y.mean())
+    return est, float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
+
+
+def spearman_bootstrap(
+    x, y, groups, n_boot: int = 2000, seed: int = 0, level: float = CONFIDENCE,
+) -> tuple[float, float, float, float]:
+    """Spearman's rho of (x, y) with its p-value and a CI resampling groups.
+
+    The p-value (scipy, two-sided) treats observations as independent; the
+    percentile interval resamples whole groups (sequences) with replacement,
+    which keeps their within-group dependence. Replicates in which x or y is
+    constant (rho undefined) are dropped. If x or y is constant in the data,
+    every output is NaN. Returns (rho, p, low, high).
+    """
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.ndim != 1 or x.shape != y.shape or len(x) < 3:
+        raise ValueError("x and y must be 1-D samples of the same length >= 3")
+    if np.shape(groups) != x.shape:
+        raise ValueError("groups needs one group label per observation")
+    if not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    nan = float("nan")
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return nan, nan, nan, nan
+    res = sps.spearmanr(x, y)
+    (g,), S = _group_codes(groups)
+    members = [np.flatnonzero(g == s) for s in range(S)]
+    rng = np.random.default_rng(seed)
+    boot = []
+    for _ in range(n_boot):
+        idx = np.concatenate([members[s] for s in rng.integers(0, S, size=S)])
+        xb, yb = x[idx], y[idx]
+        if np.ptp(xb) > 0 and np.ptp(yb) > 0:
+            boot.append(sps.spearmanr(xb, yb).statistic)
+    a = (1 - level) / 2
+    lo, hi = (float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))) \
+        if boot else (nan, nan)
+    return float(res.statistic), float(res.pvalue), lo, hi
+
+
+def pooled_mean_bootstrap(
+    values, groups, n_boot: int = 2000, seed: int = 0, level: float = CONFIDENCE,
+) -> tuple[float, float, float]:
+    """Mean over observations with a percentile CI resampling their groups (sequences).
+
+    ``ratio_bootstrap`` of per-group sums over per-group counts. Returns
+    (estimate, low, high).
+    """
+    values = np.asarray(values, float)
+    if values.ndim != 1 or not len(values) or np.shape(groups) != values.shape:
+        raise ValueError("values must be a non-empty 1-D sample with one group each")
+    (g,), S = _group_codes(groups)
+    return ratio_bootstrap(np.bincount(g, values, S), np.bincount(g, minlength=S),
+                           n_boot, seed, level)
