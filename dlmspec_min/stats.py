@@ -71,6 +71,18 @@ def mann_whitney(x, y) -> tuple[float, float]:
     return float(res.statistic / (len(x) * len(y))), float(res.pvalue)
 
 
+def _grouped_samples(x, x_groups, y, y_groups, n_boot):
+    """Two 1-D float samples, checked with their group labels and ``n_boot``."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    if x.ndim != 1 or y.ndim != 1 or not len(x) or not len(y):
+        raise ValueError("x and y must be non-empty 1-D samples")
+    if np.shape(x_groups) != x.shape or np.shape(y_groups) != y.shape:
+        raise ValueError("x_groups and y_groups need one group label per observation")
+    if not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    return x, y
+
+
 def _group_codes(*groups):
     """Integer codes 0..S-1 shared by several arrays of group labels."""
     allg = np.concatenate([np.asarray(g).ravel() for g in groups])
@@ -113,13 +125,7 @@ def auc_bootstrap(
     are dropped. Exact and vectorised: histograms over the unique values.
     Returns (estimate, low, high).
     """
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.ndim != 1 or y.ndim != 1 or not len(x) or not len(y):
-        raise ValueError("x and y must be non-empty 1-D samples")
-    if np.shape(x_groups) != x.shape or np.shape(y_groups) != y.shape:
-        raise ValueError("x_groups and y_groups need one group label per observation")
-    if not isinstance(n_boot, int) or n_boot < 1:
-        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    x, y = _grouped_samples(x, x_groups, y, y_groups, n_boot)
     (gx, gy), S = _group_codes(x_groups, y_groups)
     _, inv = np.unique(np.concatenate([x, y]), return_inverse=True)
     U = int(inv.max()) + 1
@@ -247,13 +253,7 @@ def mean_difference_bootstrap(
     of both samples (replicates missing x or y are dropped). Returns
     (estimate, low, high), a percentile interval.
     """
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.ndim != 1 or y.ndim != 1 or not len(x) or not len(y):
-        raise ValueError("x and y must be non-empty 1-D samples")
-    if np.shape(x_groups) != x.shape or np.shape(y_groups) != y.shape:
-        raise ValueError("x_groups and y_groups need one group label per observation")
-    if not isinstance(n_boot, int) or n_boot < 1:
-        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    x, y = _grouped_samples(x, x_groups, y, y_groups, n_boot)
     (gx, gy), S = _group_codes(x_groups, y_groups)
     sx, nx = np.bincount(gx, x, S), np.bincount(gx, minlength=S).astype(float)
     sy, ny = np.bincount(gy, y, S), np.bincount(gy, minlength=S).astype(float)

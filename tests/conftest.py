@@ -78,3 +78,31 @@ def cached_toy():
 def make_prompt(batch: int, length: int, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(0, MASK_ID, (batch, length), generator=g)  # no masks
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """A tiny random-weight target (hidden 16) and a tinier draft (hidden 8) with
+    the project's tokenizer, saved and loaded from disk like any registry model:
+    {"target": (denoiser, tokenizer), "draft": (denoiser, tokenizer)}."""
+    import shutil
+
+    from dlmspec_min.denoisers import load_denoiser
+    from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+    from dlmspec_min.paths import models_dir
+
+    root = tmp_path_factory.mktemp("tiny_models")
+    tok_dir = models_dir() / "tokenizer"
+    if not (tok_dir / "tokenizer.json").exists():
+        pytest.skip("the project tokenizer is not in data/models/tokenizer")
+    out = {}
+    for name, seed, h in [("target", 0, 16), ("draft", 1, 8)]:
+        torch.manual_seed(seed)
+        cfg = DLMConfig(vocab_size=8192, hidden_size=h, intermediate_size=2 * h,
+                        num_hidden_layers=2, num_attention_heads=2,
+                        max_position_embeddings=64)
+        DLMForMaskedDiffusion(cfg).save_pretrained(root / name)
+        for f in tok_dir.iterdir():
+            shutil.copy(f, root / name)
+        out[name] = load_denoiser(str(root / name))
+    return out

@@ -5,7 +5,6 @@ decode results, tiny random-weight models with the project's tokenizer."""
 from __future__ import annotations
 
 import math
-import shutil
 from types import SimpleNamespace
 
 import pandas as pd
@@ -14,9 +13,6 @@ import torch
 
 from dlmspec_min import conditional, ssld
 from dlmspec_min.claims import evaluate, load_registry, verdict
-from dlmspec_min.denoisers import load_denoiser
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
-from dlmspec_min.paths import models_dir
 from dlmspec_min.semantic import semantic_ids_for
 from dlmspec_min.tagger import CONTENT, FUNCTION, Lexicon
 
@@ -61,23 +57,10 @@ def test_strongest_accelerator_breaks_ties_by_token_forwards():
 
 # --- tiny random-weight models --------------------------------------------------------
 
-TINY = dict(num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=64)
-
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny_c6")
-    tok_dir = models_dir() / "tokenizer"
-    if not (tok_dir / "tokenizer.json").exists():
-        pytest.skip("the project tokenizer is not in data/models/tokenizer")
-    out = {}
-    for name, seed, h in [("target", 0, 16), ("draft", 1, 8)]:
-        torch.manual_seed(seed)
-        cfg = DLMConfig(vocab_size=8192, hidden_size=h, intermediate_size=2 * h, **TINY)
-        DLMForMaskedDiffusion(cfg).save_pretrained(root / name)
-        for f in tok_dir.iterdir():
-            shutil.copy(f, root / name)
-        out[name] = load_denoiser(str(root / name))
+def tiny(tiny_models):
+    out = dict(tiny_models)
     target, tok = out["target"]
     # every word piece is content or function (alternating by id): random text has both
     lower = {piece.lower(): (CONTENT if i % 2 else FUNCTION)

@@ -4,7 +4,6 @@ and the win-condition formulas. Toy denoisers (vocab 16) and tiny random models.
 from __future__ import annotations
 
 import math
-import shutil
 
 import numpy as np
 import pytest
@@ -13,10 +12,9 @@ from conftest import MASK_ID, VOCAB, CachedToyDenoiser, ToyDenoiser, make_prompt
 
 from dlmspec_min import ssld
 from dlmspec_min.decode import DecodeConfig, generate
-from dlmspec_min.denoisers import Denoiser, load_denoiser
+from dlmspec_min.denoisers import Denoiser
 from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.order import row_generators
-from dlmspec_min.paths import models_dir
 from dlmspec_min.semantic import fit_semantic_ids, semantic_ids_for
 from dlmspec_min.tagger import CONTENT, FUNCTION, Lexicon
 
@@ -245,21 +243,9 @@ TINY = dict(num_hidden_layers=2, num_attention_heads=2, max_position_embeddings=
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
+def tiny(tiny_models):
     """A tiny target and a tinier draft with the project's tokenizer, from disk."""
-    root = tmp_path_factory.mktemp("tiny")
-    tok_dir = models_dir() / "tokenizer"
-    if not (tok_dir / "tokenizer.json").exists():
-        pytest.skip("the project tokenizer is not in data/models/tokenizer")
-    out = {}
-    for name, seed, h in [("target", 0, 16), ("draft", 1, 8)]:
-        torch.manual_seed(seed)
-        cfg = DLMConfig(vocab_size=8192, hidden_size=h, intermediate_size=2 * h, **TINY)
-        DLMForMaskedDiffusion(cfg).save_pretrained(root / name)
-        for f in tok_dir.iterdir():
-            shutil.copy(f, root / name)
-        out[name] = load_denoiser(str(root / name))
-    return out
+    return tiny_models
 
 
 def test_final_hidden_feeds_the_tied_head(tiny):
