@@ -6,7 +6,7 @@ that are real text prefixes, the draft seeing the prompt [DERIVED]. This module
 measures the key figure of each of those claims for ONE prompt set, from the
 library pieces the C1-C3 notebooks use, so that a notebook can set two prompt
 sets side by side on the same seed: ``order.unconditional_prompt`` ([BOS]) and
-held-out Brown prefixes (``speculate.held_out_prompts``).
+held-out Brown prefixes (``order.held_out_prompts``).
 
 - C1 (``order``): one token per step in confidence order, one block spanning
   the generation; AUC P(r_content > r_function) with its Mann-Whitney p and a

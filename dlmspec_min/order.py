@@ -68,6 +68,33 @@ def unconditional_prompt(tokenizer, n: int, device="cpu") -> torch.Tensor:
     return torch.empty((n, 0), dtype=torch.long, device=device)
 
 
+def held_out_prompts(tokenizer, n: int, length: int, seed: int = 0) -> torch.Tensor:
+    """(n, length) prompts: a start token, then the first tokens of held-out sentences.
+
+    Sentences of the held-out Brown documents are taken in a seeded order; those
+    with too few tokens are skipped. The start token is the tokenizer's [BOS]
+    (else [CLS], else none), as in unconditional generation, so greedy decoding
+    still gives every prompt its own text.
+    """
+    from .corpus import brown_dataset
+
+    start = unconditional_prompt(tokenizer, 1)[0].tolist()
+    body = length - len(start)
+    if not (isinstance(n, int) and n >= 1 and isinstance(length, int) and body >= 1):
+        raise ValueError(f"need n >= 1 and length > {len(start)} (the start token), "
+                         f"got n={n!r}, length={length!r}")
+    words = brown_dataset("test")["words"]
+    order = np.random.default_rng(seed).permutation(len(words))
+    rows = []
+    for i in order:
+        ids = tokenizer(" ".join(words[i]), add_special_tokens=False)["input_ids"]
+        if len(ids) >= body:
+            rows.append(start + ids[:body])
+            if len(rows) == n:
+                return torch.tensor(rows, dtype=torch.long)
+    raise ValueError(f"only {len(rows)} held-out sentences have {body} tokens")
+
+
 def row_generators(
     seed: int, n: int, device="cpu", stream: int = 0,
 ) -> list[torch.Generator]:

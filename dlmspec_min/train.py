@@ -100,14 +100,20 @@ def windows(docs, seq_len: int = SEQ_LEN) -> torch.Tensor:
 def held_out_windows(
     tokenizer, n: int = EVAL_WINDOWS, seq_len: int = SEQ_LEN
 ) -> torch.Tensor:
-    """A fixed set of non-overlapping held-out sequences starting at sentences."""
+    """A fixed set of non-overlapping held-out sequences starting at sentences.
+
+    Each row is the tokenizer's [BOS] (the project's id if it has none) and
+    ``seq_len - 1`` tokens of one held-out document.
+    """
     docs = encode_documents(brown_dataset("test"), tokenizer)
+    bos = getattr(tokenizer, "bos_token_id", None)
+    bos = BOS_ID if bos is None else int(bos)
     body, rows = seq_len - 1, []
     for toks, starts in docs:
         last = -body
         for s in starts:
             if s >= last + body and s + body <= len(toks):
-                rows.append(torch.cat([torch.tensor([BOS_ID]), toks[s : s + body]]))
+                rows.append(torch.cat([torch.tensor([bos]), toks[s : s + body]]))
                 last = s
     gen = torch.Generator().manual_seed(1234)
     idx = torch.randperm(len(rows), generator=gen)[:n]

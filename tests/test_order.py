@@ -311,3 +311,17 @@ def test_parallel_summary_reports_nan_for_a_missing_kind_of_step(tok):
     assert single["parallel_fraction"] == 0 and np.isnan(single["content_parallel"])
     assert single["n_parallel"] == 0
     assert single["auc"] == pytest.approx(0.75)  # dog@2, cat@5 vs the@1, of@4
+
+
+def test_held_out_prompts():
+    from dlmspec_min.order import held_out_prompts
+    from dlmspec_min.tokenizer import BOS_ID, load_tokenizer
+
+    tok = load_tokenizer()
+    p = held_out_prompts(tok, 6, 5, seed=1)
+    assert p.shape == (6, 5) and (p[:, 0] == BOS_ID).all()
+    assert len({tuple(r) for r in p.tolist()}) == 6  # six different prompts
+    assert torch.equal(p, held_out_prompts(tok, 6, 5, seed=1))
+    assert not torch.equal(p, held_out_prompts(tok, 6, 5, seed=2))
+    with pytest.raises(ValueError, match="length > 1"):
+        held_out_prompts(tok, 2, 1)

@@ -358,16 +358,3 @@ def test_timed_generate_and_loop_overhead_time_the_same_decode():
     with pytest.raises(ValueError, match="repeats must be"):
         bench.timed(lambda: None, 0)
 
-
-def test_held_out_prompts():
-    from dlmspec_min.speculate import held_out_prompts
-    from dlmspec_min.tokenizer import BOS_ID, load_tokenizer
-
-    tok = load_tokenizer()
-    p = held_out_prompts(tok, 6, 5, seed=1)
-    assert p.shape == (6, 5) and (p[:, 0] == BOS_ID).all()
-    assert len({tuple(r) for r in p.tolist()}) == 6  # six different prompts
-    assert torch.equal(p, held_out_prompts(tok, 6, 5, seed=1))
-    assert not torch.equal(p, held_out_prompts(tok, 6, 5, seed=2))
-    with pytest.raises(ValueError, match="length > 1"):
-        held_out_prompts(tok, 2, 1)
