@@ -53,9 +53,6 @@ FIGURE_KEYS = (
 E2E_KEYS = ("e2e_ratio", "e2e_ratio_lo", "e2e_ratio_hi", "e2e_accepted_share")
 
 
-# --- tau_acc --------------------------------------------------------------------------
-
-
 # --- all key figures of one prompt set ------------------------------------------------
 
 
@@ -152,11 +149,7 @@ def key_figures(
     if not anchors.any():
         raise ValueError("the target's decode holds no content token: no anchors to "
                          "draft; decode more or longer samples")
-    drafters = {
-        ssld.SmallMarginalDraft.name: ssld.SmallMarginalDraft(draft, sid),
-        ssld.HeadDraft.name: ssld.HeadDraft.fit(draft, sid, windows, content, P, G,
-                                                **(head_kw or {})),
-    }
+    drafters = ssld.drafts_for(draft, sid, windows, content, P, G, **(head_kw or {}))
     outputs = {name: d(prompt, G) for name, d in drafters.items()}
     first = ssld.target_cluster_argmax(ssld.verify_logits(target, prompt, G), sid)
     preds = {name: o.sids for name, o in outputs.items()} | {FIRST_PASS: first}

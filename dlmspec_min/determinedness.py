@@ -40,8 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .information import entropy_of_log_probs, log_probs
+
 DEFAULT_BATCH = 64  # row copies per forward
-NEG_INF = float("-inf")
 MEASURES = ("top1_prob", "correct", "entropy", "p_true")
 
 
@@ -149,18 +150,15 @@ def position_measures(
             f"logits must be (N, V) and true_tokens (N,); got {tuple(logits.shape)} "
             f"and {tuple(true_tokens.shape)}"
         )
-    z = logits.to(torch.float64)  # (N, V)
-    if mask_id is not None and 0 <= mask_id < z.shape[-1]:
-        z = z.clone()
-        z[:, mask_id] = NEG_INF
-    logp = torch.log_softmax(z, dim=-1)  # (N, V)
+    excluded = mask_id if mask_id is not None and 0 <= mask_id < logits.shape[-1] \
+        else None
+    logp = log_probs(logits, excluded)  # (N, V) float64
     p = logp.exp()
     top1, arg = p.max(dim=-1)  # (N,), (N,)
-    plogp = torch.where(p > 0, p * logp, torch.zeros_like(p))
     return {
         "top1_prob": top1,
         "correct": (arg == true_tokens).double(),
-        "entropy": -plogp.sum(-1),
+        "entropy": entropy_of_log_probs(logp),
         "p_true": p.gather(-1, true_tokens[:, None]).squeeze(-1),
     }
 

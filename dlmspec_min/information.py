@@ -49,7 +49,7 @@ FANO_ITERS = 80  # bisection steps (the interval halves each time)
 # --- entropies of one distribution ----------------------------------------------------
 
 
-def _log_probs(logits: torch.Tensor, exclude: int | None) -> torch.Tensor:
+def log_probs(logits: torch.Tensor, exclude: int | None) -> torch.Tensor:
     """float64 log softmax; token ``exclude`` removed and the rest renormalised."""
     z = logits.to(STAT_DTYPE)
     if exclude is not None:
@@ -62,7 +62,8 @@ def _log_probs(logits: torch.Tensor, exclude: int | None) -> torch.Tensor:
     return torch.log_softmax(z, dim=-1)
 
 
-def _entropy_of_log_probs(logp: torch.Tensor) -> torch.Tensor:
+def entropy_of_log_probs(logp: torch.Tensor) -> torch.Tensor:
+    """Entropy (nats) from log-probabilities (..., V) -> (...); 0 log 0 = 0."""
     p = logp.exp()
     return -(p * logp.masked_fill(p == 0, 0.0)).sum(-1)  # 0 log 0 = 0
 
@@ -73,12 +74,12 @@ def entropy(logits: torch.Tensor, exclude: int | None = None) -> torch.Tensor:
     ``exclude``: a token id left out and the rest renormalised (the decoder's
     proposals never take the mask token).
     """
-    return _entropy_of_log_probs(_log_probs(logits, exclude))
+    return entropy_of_log_probs(log_probs(logits, exclude))
 
 
 def top1_probability(logits: torch.Tensor, exclude: int | None = None) -> torch.Tensor:
     """The largest probability of softmax(logits): (..., V) -> (...) float64."""
-    return _log_probs(logits, exclude).amax(-1).exp()
+    return log_probs(logits, exclude).amax(-1).exp()
 
 
 def cluster_probabilities(probs: torch.Tensor, sid: SemanticIDs) -> torch.Tensor:
@@ -154,7 +155,7 @@ class CommitRecorder:
 
     def summarize(self, logits: torch.Tensor) -> dict[str, torch.Tensor]:
         """Statistics of logits (..., V): name -> (...) float64."""
-        logp = _log_probs(logits, self.mask_id)  # (..., V)
+        logp = log_probs(logits, self.mask_id)  # (..., V)
         p = logp.exp()
         out = {"entropy": -(p * logp.masked_fill(p == 0, 0.0)).sum(-1),
                "top1": p.amax(-1)}
@@ -346,7 +347,7 @@ def anchor_table(
     s = sid(tokens)  # (B, G)
     if bool((s[anchors] >= sid.n_clusters).any()):
         raise ValueError("an anchor holds a special token; anchors must be content")
-    logp = _log_probs(verify_logits, mask_id)  # (B, G, V)
+    logp = log_probs(verify_logits, mask_id)  # (B, G, V)
     q = cluster_probabilities(logp.exp(), sid)  # (B, G, K)
     t_sid = q.argmax(-1)
     d_sid, d_tok = draft.sids.to(dev), draft.tokens.to(dev)
@@ -367,7 +368,7 @@ def anchor_table(
         "sid_top1_verify": q.amax(-1),
         "sid_info_verify": _nats(q.gather(-1, s.clamp(max=sid.n_clusters - 1)
                                           [..., None])[..., 0]),
-        "token_entropy_verify": _entropy_of_log_probs(logp),
+        "token_entropy_verify": entropy_of_log_probs(logp),
         "token_top1_verify": logp.amax(-1).exp(),
         "token_info_verify": -logp.gather(-1, tokens[..., None])[..., 0],
         "sid_entropy_draft": probs_entropy(d_logp.exp()),
@@ -392,7 +393,7 @@ def anchor_table(
                 f"anchor_commit_logits has {anchor_commit_logits.shape[0]} rows for "
                 f"{len(table)} anchors; build it with commit_logits(..., where=anchors)"
             )
-        lp = _log_probs(anchor_commit_logits.to(dev), mask_id)  # (N, V)
+        lp = log_probs(anchor_commit_logits.to(dev), mask_id)  # (N, V)
         qt = cluster_probabilities(lp.exp(), sid)  # (N, K)
         ids = torch.tensor(table["sid"].to_numpy(), device=dev)
         toks = torch.tensor(table["token"].to_numpy(), device=dev)

@@ -57,7 +57,13 @@ import torch
 
 from . import stats
 from .decode import DecodeConfig, DecodeResult, generate
-from .semantic import SemanticIDs, best_token_in_cluster, cluster_marginal
+from .semantic import (
+    SemanticIDs,
+    best_token_in_cluster,
+    cluster_marginal,
+    majority_chance,
+    semantic_ids_for,
+)
 
 MODES = ("exact", "relaxed")
 HEAD_STEPS = 200  # L-BFGS iterations
@@ -527,13 +533,30 @@ def training_windows(
 
 
 def drafts_for(draft_denoiser, sid: SemanticIDs, windows, content, prompt_length: int,
-               gen_length: int) -> dict:
+               gen_length: int, **head_kw) -> dict:
     """The two SID-mode drafts of the book, by name: the small model's cluster
-    marginal, and the same model with a SID head trained on (windows, content)."""
+    marginal, and the same model with a SID head trained on (windows, content)
+    (``head_kw`` goes to ``train_sid_head``)."""
     return {
         SmallMarginalDraft.name: SmallMarginalDraft(draft_denoiser, sid),
         HeadDraft.name: HeadDraft.fit(draft_denoiser, sid, windows, content,
-                                      prompt_length, gen_length),
+                                      prompt_length, gen_length, **head_kw),
+    }
+
+
+def best_draft_row(table: pd.DataFrame, sid: SemanticIDs, tokens: torch.Tensor,
+                   anchors: torch.Tensor) -> dict:
+    """One seed's summary from an ``acceptance_table`` that holds both drafts: the
+    best draft, its alpha and interval, each draft's alpha, the majority-ID rate."""
+    drafts = table.loc[[SmallMarginalDraft.name, HeadDraft.name]]
+    best = drafts["alpha"].idxmax()
+    return {
+        "best draft": best, "alpha_SID": drafts.loc[best, "alpha"],
+        "low": drafts.loc[best, "low"], "high": drafts.loc[best, "high"],
+        "alpha_SID, head": drafts.loc[HeadDraft.name, "alpha"],
+        "alpha_SID, marginal": drafts.loc[SmallMarginalDraft.name, "alpha"],
+        "majority-ID rate": majority_chance(sid(tokens)[anchors].cpu().numpy(),
+                                            sid.n_clusters),
     }
 
 
@@ -541,37 +564,34 @@ def acceptance_over_seeds(
     target, draft_denoiser, tokenizer, lexicon, prompt: torch.Tensor,
     tokens: torch.Tensor, anchors: torch.Tensor, K: int, seeds: Sequence[int], *,
     levels: int = 1, n_train: int = 2048, n_boot: int = 2000, boot_seed: int = 0,
-):
+    known: dict | None = None,
+) -> pd.DataFrame:
     """alpha_SID of the best draft when the IDs and the head are rebuilt per seed.
 
     The decode is held fixed (``tokens`` (B, G) and ``anchors`` (B, G) of the
     target's own decode of ``prompt``); for each seed the k-means IDs
     (``semantic_ids_for``) and the head's Brown training windows are drawn anew.
-    One row per seed: best draft, its alpha with the 95 % interval, both drafts'
-    alpha, and the majority-ID rate of the anchors under that seed's IDs.
+    ``known`` maps a seed already measured to its (SemanticIDs, acceptance table),
+    which is used as is. One ``best_draft_row`` per seed, indexed by seed.
     """
-    from .semantic import majority_chance, semantic_ids_for
-
     if not seeds:
         raise ValueError("seeds must name at least one seed")
+    known = known or {}
     P, G = prompt.shape[1], tokens.shape[1]
     bos = int(prompt[0, 0]) if P else None
     rows = []
     for s in seeds:
-        sid = semantic_ids_for(target, K, seed=s, tokenizer=tokenizer, levels=levels)
-        windows, content = training_windows(tokenizer, lexicon, n_train, s, bos_id=bos)
-        drafts = drafts_for(draft_denoiser, sid, windows, content, P, G)
-        table = acceptance_table({n: d(prompt, G).sids for n, d in drafts.items()},
-                                 tokens, anchors, sid, n_boot, boot_seed)
-        best = table["alpha"].idxmax()
-        rows.append({
-            "seed": s, "best draft": best, "alpha_SID": table.loc[best, "alpha"],
-            "low": table.loc[best, "low"], "high": table.loc[best, "high"],
-            "alpha_SID, head": table.loc[HeadDraft.name, "alpha"],
-            "alpha_SID, marginal": table.loc[SmallMarginalDraft.name, "alpha"],
-            "majority-ID rate": majority_chance(sid(tokens)[anchors].cpu().numpy(),
-                                                sid.n_clusters),
-        })
+        if s in known:
+            sid, table = known[s]
+        else:
+            sid = semantic_ids_for(target, K, seed=s, tokenizer=tokenizer,
+                                   levels=levels)
+            windows, content = training_windows(tokenizer, lexicon, n_train, s,
+                                                bos_id=bos)
+            drafts = drafts_for(draft_denoiser, sid, windows, content, P, G)
+            table = acceptance_table({n: d(prompt, G).sids for n, d in drafts.items()},
+                                     tokens, anchors, sid, n_boot, boot_seed)
+        rows.append({"seed": s, **best_draft_row(table, sid, tokens, anchors)})
     return pd.DataFrame(rows).set_index("seed")
 
 

@@ -337,6 +337,13 @@ def test_acceptance_over_seeds_rebuilds_ids_and_head_per_seed(tiny):
         assert row["alpha_SID"] == table["alpha"].max()
         assert row["alpha_SID, head"] == table.loc[ssld.HeadDraft.name, "alpha"]
         assert row["low"] <= row["alpha_SID"] <= row["high"]
+    # a known seed's (IDs, table) is used as given, not rebuilt
+    fake = table.copy()
+    fake.loc[ssld.HeadDraft.name, ["alpha", "low", "high"]] = [0.5, 0.4, 0.6]
+    again = ssld.acceptance_over_seeds(target, draft_den, tok, lexicon, prompt, tokens,
+                                       anchors, 8, [0], known={0: (sid, fake)})
+    assert again.loc[0, "alpha_SID"] == 0.5 and again.loc[0, "high"] == 0.6
+    assert again.loc[0].to_dict() == ssld.best_draft_row(fake, sid, tokens, anchors)
     with pytest.raises(ValueError, match="at least one seed"):
         ssld.acceptance_over_seeds(target, draft_den, tok, lexicon, prompt, tokens,
                                    anchors, 8, [])
