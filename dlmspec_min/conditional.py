@@ -116,7 +116,8 @@ def key_figures(
             f"prompt_length + gen_length = {P + G}: shorten the prompt or the "
             "generation"
         )
-    configs = ssld.accelerators(G, block_length, threshold, temperature)
+    configs = ssld.accelerators(G, block_length, threshold, temperature,
+                                supports_cache=getattr(target, "supports_cache", False))
     if e2e_infill is not None and e2e_infill not in configs:
         raise ValueError(f"e2e_infill {e2e_infill!r} is not one of {list(configs)}")
 

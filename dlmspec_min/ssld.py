@@ -666,7 +666,8 @@ def shortfall(alpha_star_: float, alpha: float, alpha_hi: float) -> Shortfall:
 
 
 def accelerators(
-    gen_length: int, block_length: int, threshold: float, temperature: float
+    gen_length: int, block_length: int, threshold: float, temperature: float,
+    supports_cache: bool = True,
 ) -> dict[str, DecodeConfig]:
     """The token-space accelerators of ``decode.generate`` that SSLD can infill with.
 
@@ -676,9 +677,17 @@ def accelerators(
     The first entry is the plain threshold decode (notebooks take their oracle
     anchors from it). Trajectory speculation decodes rows one by one at
     temperature > 0 and computes many more positions per forward (token-forwards).
+    A target without Fast-dLLM's KV cache (``supports_cache`` False, e.g. LLaDA's
+    own code) gets the threshold rule and trajectory speculation without a cache.
     """
     base = dict(gen_length=gen_length, block_length=block_length, rule="threshold",
                 threshold=threshold, temperature=temperature)
+    if not supports_cache:
+        return {
+            "Fast-dLLM threshold": DecodeConfig(**base),
+            "trajectory speculation (exact), no cache": DecodeConfig(
+                **base, speculate="trajectory", lookahead="exact"),
+        }
     return {
         "Fast-dLLM threshold": DecodeConfig(**base),
         "Fast-dLLM threshold + dual cache": DecodeConfig(**base, cache="dual"),

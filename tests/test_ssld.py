@@ -407,3 +407,21 @@ def test_wall_clock_excludes_warmup():
     calls = []
     times = ssld.wall_clock(lambda: calls.append(1), repeats=3, warmup=2)
     assert len(times) == 3 and len(calls) == 5 and (times >= 0).all()
+
+
+def test_accelerators_without_a_kv_cache_run_and_stay_exact():
+    """A target without Fast-dLLM's cache (e.g. LLaDA's own code) gets the threshold
+    rule and cache-free trajectory speculation, which reproduces it token for token."""
+    from conftest import ToyDenoiser, make_prompt
+
+    den = ToyDenoiser(seed=3)
+    accs = ssld.accelerators(12, 4, 0.6, 0.0, supports_cache=False)
+    assert list(accs) == ["Fast-dLLM threshold",
+                          "trajectory speculation (exact), no cache"]
+    assert all(c.cache == "none" for c in accs.values())
+    assert set(ssld.accelerators(12, 4, 0.6, 0.0)) > {"Fast-dLLM threshold"}
+    prompt = make_prompt(3, 2)
+    plain, spec = (generate(den, prompt, cfg) for cfg in accs.values())
+    assert spec.spec is not None  # the speculator ran
+    assert torch.equal(plain.tokens, spec.tokens)
+    assert (spec.nfe <= plain.nfe).all()
