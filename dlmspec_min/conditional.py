@@ -16,7 +16,8 @@ held-out Brown prefixes (``order.held_out_prompts``).
   speculation) on the same prompts and per-row random streams; the strongest
   has the most tokens per NFE (ties: fewer token-forwards); alpha* = 1 - 1/tau.
 - C2 (``ssld``): oracle content anchors of the target's threshold decode;
-  alpha_SID of both SID-mode drafts and of the target's own first pass. Every
+  alpha_SID of both SID-mode drafts and of the target's own first pass, each the
+  mean over several codebooks (``ssld.codebooks``, ``ssld.pooled_acceptance``). Every
   draft and the verify pass read the prompt (``ssld.visible_input`` puts it in
   front of the masks). The trained head learns from Brown TRAINING windows whose
   first P tokens play the prompt (``ssld.head_training_data``), i.e. P(SID |
@@ -40,7 +41,7 @@ import torch
 from . import order, semantic, ssld, stats
 from .decode import DecodeResult, generate
 
-FIRST_PASS = "target itself, first all-masked pass"
+FIRST_PASS = ssld.FIRST_PASS
 DRAFTS = (ssld.SmallMarginalDraft.name, ssld.HeadDraft.name)
 # the figures of one prompt set that a notebook records (claim_values)
 FIGURE_KEYS = (
@@ -72,13 +73,14 @@ class KeyFigures:
     tau_hi: float
     alpha_star: float
     anchors: torch.Tensor  # (B, G) bool, oracle content anchors
-    acceptance: pd.DataFrame  # ssld.acceptance_table + column "c" (nan: no draft)
+    acceptance: pd.DataFrame  # ssld.pooled_acceptance + column "c" (nan: no draft)
+    codebooks: dict[int, ssld.Codebook]  # the codebooks alpha_SID is pooled over
     best_draft: str
     alpha: float
     alpha_lo: float
     alpha_hi: float
-    chance: float  # sum_s P(s)^2 over the anchors' IDs
-    chance_majority: float  # max_s P(s): always guessing the most frequent ID
+    chance: float  # sum_s P(s)^2 over the anchors' IDs (mean over codebooks)
+    chance_majority: float  # max_s P(s), the most frequent ID (mean over codebooks)
     shortfall: ssld.Shortfall
     e2e: dict | None = None  # infill, ratio, low, high, accepted_share
     seconds: dict[str, float] = field(default_factory=dict)
@@ -89,9 +91,9 @@ class KeyFigures:
 
 
 def key_figures(
-    target, draft, tokenizer, prompt: torch.Tensor, *, sid: semantic.SemanticIDs,
-    lexicon, windows: torch.Tensor, content: torch.Tensor, gen_length: int,
-    block_length: int, threshold: float, temperature: float, seed: int = 0,
+    target, draft, tokenizer, prompt: torch.Tensor, *, K: int, codebook_seeds,
+    lexicon, gen_length: int, block_length: int, threshold: float,
+    temperature: float, levels: int = 1, n_train: int = 2048, seed: int = 0,
     n_boot: int = 2000, counts: np.ndarray | None = None,
     e2e_infill: str | None = None, head_kw: dict | None = None,
 ) -> KeyFigures:
@@ -99,20 +101,23 @@ def key_figures(
 
     ``prompt`` (B, P) is the prompt set; every decode uses the same per-row
     random streams (``order.row_generators(seed, B)``), so two prompt sets
-    measured with one seed differ only in their prompts. ``windows``/``content``
-    (N, >= P + G) are the SID head's training windows and content masks
-    (``ssld.training_windows``); their first P tokens play the prompt.
-    ``e2e_infill`` names an entry of ``ssld.accelerators`` to run SSLD end to
-    end with the best draft (None: skip). ``head_kw`` goes to
+    measured with one seed differ only in their prompts. alpha_SID is pooled
+    over the codebooks of ``codebook_seeds`` (``ssld.codebooks``: K k-means IDs
+    and both drafts per seed, the head trained on ``n_train`` Brown training
+    windows whose first P tokens play the prompt). ``e2e_infill`` names an
+    entry of ``ssld.accelerators`` to run SSLD end to end with the best draft
+    of the first codebook (None: skip). ``head_kw`` goes to
     ``ssld.train_sid_head`` (e.g. ``steps``).
     """
+    from .train import SEQ_LEN
+
     if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[0] < 1:
         raise ValueError("prompt must be a (batch, prompt_length) tensor, batch >= 1")
     B, P = prompt.shape
     G, device = gen_length, prompt.device
-    if windows.shape[1] < P + G:
+    if SEQ_LEN < P + G:
         raise ValueError(
-            f"the head's training windows hold {windows.shape[1]} tokens, fewer than "
+            f"the head's training windows hold {SEQ_LEN} tokens, fewer than "
             f"prompt_length + gen_length = {P + G}: shorten the prompt or the "
             "generation"
         )
@@ -150,25 +155,26 @@ def key_figures(
     if not anchors.any():
         raise ValueError("the target's decode holds no content token: no anchors to "
                          "draft; decode more or longer samples")
-    drafters = ssld.drafts_for(draft, sid, windows, content, P, G, **(head_kw or {}))
-    outputs = {name: d(prompt, G) for name, d in drafters.items()}
-    first = ssld.target_cluster_argmax(ssld.verify_logits(target, prompt, G), sid)
-    preds = {name: o.sids for name, o in outputs.items()} | {FIRST_PASS: first}
-    table = ssld.acceptance_table(preds, tokens, anchors, sid, n_boot, seed)
-    table["c"] = [ssld.relative_cost(outputs[n], target, P + G) if n in outputs
-                  else math.nan for n in table.index]
-    best = str(table.loc[list(outputs), "alpha"].idxmax())
+    books = ssld.codebooks(target, draft, tokenizer, lexicon, prompt, tokens, anchors,
+                           K, codebook_seeds, levels=levels, n_train=n_train,
+                           n_boot=n_boot, boot_seed=seed, head_kw=head_kw)
+    first_book = next(iter(books.values()))
+    table = ssld.pooled_acceptance(books, tokens, anchors, n_boot, seed)
+    table["c"] = [ssld.relative_cost(first_book.outputs[n], target, P + G)
+                  if n in first_book.outputs else math.nan for n in table.index]
+    best = ssld.best_pooled_draft(table)
     alpha, lo, hi = (float(v) for v in table.loc[best, ["alpha", "low", "high"]])
-    anchor_ids = sid(tokens)[anchors].cpu().numpy()
-    chance = semantic.frequency_chance(anchor_ids, sid.n_clusters)
-    majority = semantic.majority_chance(anchor_ids, sid.n_clusters)
+    ids = {s: b.sid(tokens)[anchors].cpu().numpy() for s, b in books.items()}
+    chance = float(np.mean([semantic.frequency_chance(ids[s], b.sid.n_clusters)
+                            for s, b in books.items()]))
+    majority = ssld.mean_majority_rate(books, tokens, anchors)
     seconds["drafts"] = time.perf_counter() - t0
 
     e2e = None
     if e2e_infill is not None:
         t0 = time.perf_counter()
-        res = ssld.draft_then_ssld(target, drafters[best], prompt, anchors, sid,
-                                   configs[e2e_infill], gens(),
+        res = ssld.draft_then_ssld(target, first_book.drafters[best], prompt, anchors,
+                                   first_book.sid, configs[e2e_infill], gens(),
                                    float(table.loc[best, "c"]))
         acc_nfe = runs[e2e_infill].nfe.detach().cpu().double().numpy()
         est, e_lo, e_hi = stats.ratio_bootstrap(res.nfe.cpu().numpy(), acc_nfe, n_boot,
@@ -181,8 +187,8 @@ def key_figures(
         prompt_length=P, order=c1, order_table=table1, order_result=res1,
         accelerators=acc, runs=runs, strongest=strongest, tau_acc=tau, tau_lo=tau_lo,
         tau_hi=tau_hi, alpha_star=a_star, anchors=anchors, acceptance=table,
-        best_draft=best, alpha=alpha, alpha_lo=lo, alpha_hi=hi, chance=chance,
-        chance_majority=majority,
+        codebooks=books, best_draft=best, alpha=alpha, alpha_lo=lo, alpha_hi=hi,
+        chance=chance, chance_majority=majority,
         shortfall=ssld.shortfall(a_star, alpha, hi), e2e=e2e, seconds=seconds,
     )
 

@@ -91,12 +91,6 @@ def _k_list(v):
     return None if ok else "must be a non-empty list of integers >= 2"
 
 
-def _seed_list(v):
-    ok = isinstance(v, list) and all(
-        isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in v)
-    return None if ok else "must be a list of integers >= 0 (may be empty)"
-
-
 def _float_list(v):
     ok = (
         isinstance(v, list)
@@ -126,7 +120,7 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "batch_size": _positive_int,
     "K": _positive_int,
     "K_sweep": _k_list,
-    "robust_seeds": _seed_list,  # further seeds of a robustness check (02)
+    "n_codebooks": _positive_int,  # codebooks alpha_SID averages (02, 03, 06, 07)
     "threshold": _unit_interval_open_left,
     "thresholds": _float_list,
     "factor": _positive_float,

@@ -39,6 +39,10 @@ one forward of the same sequence (``forward_flops``: 2 FLOPs per
 multiply-add of every linear layer and of the output projection, plus the
 attention products). Token-forwards (positions computed) are kept per model.
 
+**Codebooks** (``codebooks``, ``pooled_acceptance``): the seeded k-means IDs
+and the head trained for them; alpha_SID in a verdict is the mean over several
+codebooks on one decode, its CI resampling codebooks and sequences.
+
 **Win condition** (SPEC.md section 3.1): Model A (speculative-decoding
 equivalence, ``model_a_*``) and Model B (one verify pass then infill,
 ``model_b_*``), with ``alpha_star = 1 - 1/tau_acc``.
@@ -46,6 +50,7 @@ equivalence, ``model_a_*``) and Model B (one verify pass then infill,
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -70,6 +75,7 @@ HEAD_STEPS = 200  # L-BFGS iterations
 HEAD_L2 = 1e-3
 FEATURE_BATCH = 256
 NEG_INF = float("-inf")
+FIRST_PASS = "target itself, first all-masked pass"  # the target's own ID guess
 
 
 # --- what SSLD sees -------------------------------------------------------------------
@@ -510,6 +516,16 @@ def acceptance_table(
     return pd.DataFrame(rows).set_index("prediction")
 
 
+@functools.lru_cache(maxsize=4)
+def _training_rows(tokenizer, seq_len: int | None) -> torch.Tensor:
+    """Every Brown training window of a tokenizer (cached: encoding takes seconds)."""
+    from . import train
+    from .corpus import brown_dataset
+
+    docs = train.encode_documents(brown_dataset("train"), tokenizer)
+    return train.windows(docs, seq_len or train.SEQ_LEN)
+
+
 def training_windows(
     tokenizer, lexicon, n: int, seed: int, bos_id: int | None = None,
     seq_len: int | None = None,
@@ -519,17 +535,16 @@ def training_windows(
     The windows start at sentence boundaries (``train.windows``, which puts the
     project tokenizer's [BOS] first); ``bos_id`` replaces that first token.
     """
-    from . import train
-    from .corpus import brown_dataset
-
-    docs = train.encode_documents(brown_dataset("train"), tokenizer)
-    rows = train.windows(docs, seq_len or train.SEQ_LEN)
+    rows = _training_rows(tokenizer, seq_len)
     pick = np.random.default_rng(seed).choice(len(rows), size=min(n, len(rows)),
                                               replace=False)
     windows = rows[np.sort(pick)].clone()
     if bos_id is not None:
         windows[:, 0] = int(bos_id)
     return windows, content_mask(tokenizer, windows, lexicon)
+
+
+DRAFT_NAMES = (SmallMarginalDraft.name, HeadDraft.name)
 
 
 def drafts_for(draft_denoiser, sid: SemanticIDs, windows, content, prompt_length: int,
@@ -548,7 +563,7 @@ def best_draft_row(table: pd.DataFrame, sid: SemanticIDs, tokens: torch.Tensor,
                    anchors: torch.Tensor) -> dict:
     """One seed's summary from an ``acceptance_table`` that holds both drafts: the
     best draft, its alpha and interval, each draft's alpha, the majority-ID rate."""
-    drafts = table.loc[[SmallMarginalDraft.name, HeadDraft.name]]
+    drafts = table.loc[list(DRAFT_NAMES)]
     best = drafts["alpha"].idxmax()
     return {
         "best draft": best, "alpha_SID": drafts.loc[best, "alpha"],
@@ -560,39 +575,120 @@ def best_draft_row(table: pd.DataFrame, sid: SemanticIDs, tokens: torch.Tensor,
     }
 
 
-def acceptance_over_seeds(
+def codebook_seeds(seed: int, n: int) -> list[int]:
+    """The ``n`` codebook seeds a build with ``seed`` pools: seed*n, ..., seed*n + n-1.
+
+    Builds with different seeds draw disjoint sets, so a second build's pooled
+    acceptance rests on codebooks (k-means IDs and draft heads) the first never
+    used.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"the number of codebooks must be an integer >= 1, got {n!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return [seed * n + i for i in range(n)]
+
+
+@dataclass
+class Codebook:
+    """One codebook seed's semantic IDs, the drafts fitted to them, their guesses."""
+
+    seed: int
+    sid: SemanticIDs
+    windows: torch.Tensor  # (N, T) the head's Brown training windows
+    content: torch.Tensor  # (N, T) their content masks
+    drafters: dict  # name -> fitted draft (SmallMarginalDraft, HeadDraft)
+    outputs: dict[str, Draft]  # name -> the draft's output for the prompt
+    preds: dict[str, torch.Tensor]  # name -> (B, G) IDs: the drafts and FIRST_PASS
+    table: pd.DataFrame  # acceptance_table of preds
+
+
+def codebooks(
     target, draft_denoiser, tokenizer, lexicon, prompt: torch.Tensor,
     tokens: torch.Tensor, anchors: torch.Tensor, K: int, seeds: Sequence[int], *,
     levels: int = 1, n_train: int = 2048, n_boot: int = 2000, boot_seed: int = 0,
-    known: dict | None = None,
-) -> pd.DataFrame:
-    """alpha_SID of the best draft when the IDs and the head are rebuilt per seed.
+    head_kw: dict | None = None, verify: torch.Tensor | None = None,
+    seq_len: int | None = None,
+) -> dict[int, Codebook]:
+    """Rebuild the IDs and both drafts for each seed, on one fixed decode.
 
-    The decode is held fixed (``tokens`` (B, G) and ``anchors`` (B, G) of the
-    target's own decode of ``prompt``); for each seed the k-means IDs
-    (``semantic_ids_for``) and the head's Brown training windows are drawn anew.
-    ``known`` maps a seed already measured to its (SemanticIDs, acceptance table),
-    which is used as is. One ``best_draft_row`` per seed, indexed by seed.
+    For each seed: k-means IDs over the target's input embeddings
+    (``semantic_ids_for``), ``n_train`` Brown training windows for the head
+    (``training_windows``, their first token the prompt's), both drafts
+    (``drafts_for``), the target's own first-pass guess (``verify`` (B, G, V):
+    ``verify_logits`` of the prompt, computed here if None) and their
+    ``acceptance_table`` on ``tokens``/``anchors`` (B, G), the target's decode.
+    ``seq_len`` sets the training windows' length (default: the models').
     """
+    seeds = list(seeds)
     if not seeds:
         raise ValueError("seeds must name at least one seed")
-    known = known or {}
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {seeds}")
     P, G = prompt.shape[1], tokens.shape[1]
     bos = int(prompt[0, 0]) if P else None
-    rows = []
+    if verify is None:
+        verify = verify_logits(target, prompt, G)
+    books = {}
     for s in seeds:
-        if s in known:
-            sid, table = known[s]
-        else:
-            sid = semantic_ids_for(target, K, seed=s, tokenizer=tokenizer,
-                                   levels=levels)
-            windows, content = training_windows(tokenizer, lexicon, n_train, s,
-                                                bos_id=bos)
-            drafts = drafts_for(draft_denoiser, sid, windows, content, P, G)
-            table = acceptance_table({n: d(prompt, G).sids for n, d in drafts.items()},
-                                     tokens, anchors, sid, n_boot, boot_seed)
-        rows.append({"seed": s, **best_draft_row(table, sid, tokens, anchors)})
-    return pd.DataFrame(rows).set_index("seed")
+        sid = semantic_ids_for(target, K, seed=s, tokenizer=tokenizer, levels=levels)
+        windows, content = training_windows(tokenizer, lexicon, n_train, s, bos_id=bos,
+                                            seq_len=seq_len)
+        drafters = drafts_for(draft_denoiser, sid, windows, content, P, G,
+                              **(head_kw or {}))
+        outputs = {name: d(prompt, G) for name, d in drafters.items()}
+        preds = {name: o.sids for name, o in outputs.items()}
+        preds[FIRST_PASS] = target_cluster_argmax(verify, sid)
+        table = acceptance_table(preds, tokens, anchors, sid, n_boot, boot_seed)
+        books[s] = Codebook(s, sid, windows, content, drafters, outputs, preds, table)
+    return books
+
+
+def pooled_acceptance(
+    books: dict[int, Codebook], tokens: torch.Tensor, anchors: torch.Tensor,
+    n_boot: int = 2000, seed: int = 0,
+) -> pd.DataFrame:
+    """alpha_SID of every prediction, averaged over the codebooks, with its CI.
+
+    One row per prediction name: ``alpha`` (the mean over codebooks of each
+    codebook's rate), ``low``/``high`` (``stats.seed_pooled_rate``: resampling
+    codebooks and sequences, united with Clopper-Pearson), the lowest and
+    highest single-codebook rate, and ``codebooks``. The row named by ``BEST``
+    is the draft with the highest pooled alpha (one draft for all codebooks).
+    """
+    if not books:
+        raise ValueError("no codebooks given")
+    names = list(next(iter(books.values())).preds)
+    _, trials = per_sequence(anchors, anchors)
+    rows = []
+    for name in names:
+        hits = np.stack([sid_hits(b.preds[name], tokens, anchors, b.sid)[0]
+                         for b in books.values()])  # (S, B)
+        est, lo, hi = stats.seed_pooled_rate(hits, trials, n_boot, seed)
+        per = hits.sum(1) / trials.sum()
+        rows.append(dict(prediction=name, alpha=est, low=lo, high=hi,
+                         lowest=float(per.min()), highest=float(per.max()),
+                         codebooks=len(books)))
+    return pd.DataFrame(rows).set_index("prediction")
+
+
+def best_pooled_draft(pooled: pd.DataFrame) -> str:
+    """The draft (not the target's first pass) with the highest pooled alpha."""
+    return str(pooled.loc[list(DRAFT_NAMES), "alpha"].idxmax())
+
+
+def per_codebook(books: dict[int, Codebook], tokens: torch.Tensor,
+                 anchors: torch.Tensor) -> pd.DataFrame:
+    """One ``best_draft_row`` per codebook seed, indexed by seed."""
+    return pd.DataFrame([{"seed": s, **best_draft_row(b.table, b.sid, tokens, anchors)}
+                         for s, b in books.items()]).set_index("seed")
+
+
+def mean_majority_rate(books: dict[int, Codebook], tokens: torch.Tensor,
+                       anchors: torch.Tensor) -> float:
+    """The majority-ID rate max_s P(s) of the anchors, averaged over codebooks."""
+    return float(np.mean([majority_chance(b.sid(tokens)[anchors].cpu().numpy(),
+                                          b.sid.n_clusters) for b in books.values()]))
 
 
 # --- the win condition (SPEC.md section 3.1) ------------------------------------------

@@ -200,6 +200,46 @@ def rate_ci(hits, trials, n_boot: int = 2000, seed: int = 0, level: float = CONF
     return est, float(min(lo, cp_lo)), float(max(hi, cp_hi))
 
 
+def seed_pooled_rate(hits, trials, n_boot: int = 2000, seed: int = 0,
+                     level: float = CONFIDENCE) -> tuple[float, float, float]:
+    """A hit rate averaged over S repeats (seeds) of one measurement, with its CI.
+
+    ``hits`` (S, B): hits per seed and sequence, all seeds scored on the same B
+    sequences with ``trials`` (B,) trials each. The estimate is the mean over
+    seeds of sum(hits[s]) / sum(trials). The interval is a two-level percentile
+    bootstrap (each replicate resamples seeds and, jointly for all seeds,
+    sequences, so both sources of variation count), united with the exact
+    Clopper-Pearson interval on the pooled counts (which stays open at zero
+    hits, as in ``rate_ci``). With S = 1 it is ``rate_ci``'s interval up to the
+    bootstrap draw. Returns (estimate, low, high).
+    """
+    from statsmodels.stats.proportion import proportion_confint
+
+    H = np.asarray(hits, float)
+    n = np.asarray(trials, float)
+    if H.ndim != 2 or n.ndim != 1 or H.shape[1] != len(n) or H.size == 0:
+        raise ValueError(f"hits must be (seeds, sequences) and trials (sequences,), "
+                         f"got {H.shape} and {n.shape}")
+    if n.sum() <= 0 or (n < 0).any() or (H < 0).any() or (H > n).any():
+        raise ValueError("trials must be >= 0 with a positive sum, and "
+                         "0 <= hits <= trials")
+    if not isinstance(n_boot, int) or n_boot < 1:
+        raise ValueError(f"n_boot must be an integer >= 1, got {n_boot!r}")
+    S, B = H.shape
+    est = float((H.sum(1) / n.sum()).mean())
+    seq = _group_weights(B, n_boot, seed)  # (n_boot, B)
+    seeds = _group_weights(S, n_boot, seed + 1) / S  # (n_boot, S)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_seed = (seq @ H.T) / (seq @ n)[:, None]  # (n_boot, S)
+    boot = (per_seed * seeds).sum(1)
+    boot = boot[np.isfinite(boot)]
+    a = (1 - level) / 2
+    cp_lo, cp_hi = proportion_confint(int(H.sum()), int(S * n.sum()), alpha=1 - level,
+                                      method="beta")
+    return (est, float(min(np.quantile(boot, a), cp_lo)),
+            float(max(np.quantile(boot, 1 - a), cp_hi)))
+
+
 def paired_ratio_bootstrap(
     num_a, den_a, num_b, den_b, n_boot: int = 2000, seed: int = 0,
     level: float = CONFIDENCE,

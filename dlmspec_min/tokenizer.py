@@ -142,3 +142,9 @@ def words_of(tokenizer, ids) -> list[str]:
         else:
             words[-1] += text
     return words
+
+
+def continues_word(tokenizer, ids) -> list[bool]:
+    """For each token id, True if it continues the word of the token before it
+    (a ``##`` piece, an unmarked BPE piece); word starts and specials: False."""
+    return [text is not None and not new for _, text, new in _pieces(tokenizer, ids)]

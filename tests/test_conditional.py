@@ -15,6 +15,7 @@ from dlmspec_min import conditional, ssld
 from dlmspec_min.claims import evaluate, load_registry, verdict
 from dlmspec_min.semantic import semantic_ids_for
 from dlmspec_min.tagger import CONTENT, FUNCTION, Lexicon
+from dlmspec_min.train import SEQ_LEN
 
 P, G, BL = 4, 8, 4
 
@@ -109,9 +110,7 @@ def test_drafts_and_verify_pass_read_the_prompt(tiny):
 @pytest.fixture(scope="module")
 def figures(tiny):
     (target, tok), (draft, _) = tiny["target"], tiny["draft"]
-    windows, content = _windows(tok, tiny["lexicon"])
-    kw = dict(sid=tiny["sid"], lexicon=tiny["lexicon"], windows=windows,
-              content=content,
+    kw = dict(K=8, codebook_seeds=[0, 1], n_train=16, lexicon=tiny["lexicon"],
               gen_length=G, block_length=BL, threshold=0.5, temperature=1.0, seed=3,
               n_boot=100, e2e_infill="Fast-dLLM threshold + dual cache",
               head_kw=dict(steps=5))
@@ -133,6 +132,10 @@ def test_key_figures_are_consistent_and_deterministic(tiny, figures):
     assert f.alpha == pytest.approx(f.acceptance.loc[list(conditional.DRAFTS),
                                                      "alpha"].max())
     assert f.alpha_lo <= f.alpha <= f.alpha_hi
+    # alpha_SID is pooled over the codebooks: the mean of each codebook's rate
+    assert list(f.codebooks) == [0, 1]
+    assert f.alpha == pytest.approx(sum(b.table.loc[f.best_draft, "alpha"]
+                                        for b in f.codebooks.values()) / 2)
     if f.alpha > 0:
         assert f.shortfall.value == pytest.approx(f.alpha_star / f.alpha)
     else:
@@ -181,7 +184,7 @@ def test_key_figures_validates(tiny, figures):
     (target, tok), (draft, _) = tiny["target"], tiny["draft"]
     _, kw = figures
     with pytest.raises(ValueError, match="prompt_length \\+ gen_length"):
-        long_prompt = torch.full((2, 6), tok.bos_token_id)
+        long_prompt = torch.full((2, SEQ_LEN - G + 1), tok.bos_token_id)
         conditional.key_figures(target, draft, tok, long_prompt, **kw)
     with pytest.raises(ValueError, match="e2e_infill"):
         conditional.key_figures(target, draft, tok, _prompts(tok), **(kw | dict(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import MASK_ID, VOCAB, CachedToyDenoiser, ToyDenoiser, make_prompt
@@ -312,9 +313,10 @@ def test_end_to_end_on_tiny_models_is_deterministic(tiny):
         ssld.SmallMarginalDraft(other, sid)
 
 
-def test_acceptance_over_seeds_rebuilds_ids_and_head_per_seed(tiny):
-    """Each row equals an acceptance_table built by hand with that seed's IDs and
-    drafts; the decode is the caller's; the best draft is the row's maximum."""
+def test_codebooks_rebuild_ids_and_head_per_seed_and_pool_over_them(tiny):
+    """Each codebook equals an acceptance table built by hand with that seed's IDs
+    and drafts on the caller's decode; the pooled alpha is the mean over codebooks;
+    builds with different seeds draw disjoint codebook seeds."""
     from dlmspec_min import tagger
 
     (target, tok), (draft_den, _) = tiny["target"], tiny["draft"]
@@ -323,30 +325,46 @@ def test_acceptance_over_seeds_rebuilds_ids_and_head_per_seed(tiny):
     prompt = torch.full((B, 1), tok.bos_token_id)
     tokens = torch.randint(5, 8192, (B, Gn), generator=torch.Generator().manual_seed(4))
     anchors = torch.rand(B, Gn, generator=torch.Generator().manual_seed(5)) < 0.7
-    got = ssld.acceptance_over_seeds(target, draft_den, tok, lexicon, prompt, tokens,
-                                     anchors, 8, [3, 0], n_train=16, n_boot=50)
-    assert list(got.index) == [3, 0]
+    books = ssld.codebooks(target, draft_den, tok, lexicon, prompt, tokens, anchors, 8,
+                           [3, 0], n_train=16, n_boot=50)
+    assert list(books) == [3, 0]
+    verify = ssld.verify_logits(target, prompt, Gn)
     for s in (3, 0):
         sid = semantic_ids_for(target, 8, seed=s, tokenizer=tok)
+        assert torch.equal(books[s].sid.flat, sid.flat)
         win, content = ssld.training_windows(tok, lexicon, 16, s,
                                              bos_id=tok.bos_token_id)
         drafts = ssld.drafts_for(draft_den, sid, win, content, 1, Gn)
         sids = {n: d(prompt, Gn).sids for n, d in drafts.items()}
+        sids[ssld.FIRST_PASS] = ssld.target_cluster_argmax(verify, sid)
         table = ssld.acceptance_table(sids, tokens, anchors, sid, 50, 0)
-        row = got.loc[s]
-        assert row["alpha_SID"] == table["alpha"].max()
-        assert row["alpha_SID, head"] == table.loc[ssld.HeadDraft.name, "alpha"]
-        assert row["low"] <= row["alpha_SID"] <= row["high"]
-    # a known seed's (IDs, table) is used as given, not rebuilt
-    fake = table.copy()
-    fake.loc[ssld.HeadDraft.name, ["alpha", "low", "high"]] = [0.5, 0.4, 0.6]
-    again = ssld.acceptance_over_seeds(target, draft_den, tok, lexicon, prompt, tokens,
-                                       anchors, 8, [0], known={0: (sid, fake)})
-    assert again.loc[0, "alpha_SID"] == 0.5 and again.loc[0, "high"] == 0.6
-    assert again.loc[0].to_dict() == ssld.best_draft_row(fake, sid, tokens, anchors)
+        pd.testing.assert_frame_equal(books[s].table, table)
+    rows = ssld.per_codebook(books, tokens, anchors)
+    assert list(rows.index) == [3, 0]
+    assert rows.loc[0].to_dict() == ssld.best_draft_row(books[0].table, books[0].sid,
+                                                         tokens, anchors)
+    pooled = ssld.pooled_acceptance(books, tokens, anchors, 200, 0)
+    for name in books[0].preds:
+        per = [books[s].table.loc[name, "alpha"] for s in (3, 0)]
+        assert pooled.loc[name, "alpha"] == pytest.approx(np.mean(per))
+        assert pooled.loc[name, "lowest"] == pytest.approx(min(per))
+        assert pooled.loc[name, "highest"] == pytest.approx(max(per))
+        row = pooled.loc[name]
+        assert row["low"] <= row["alpha"] <= row["high"]
+    best = ssld.best_pooled_draft(pooled)
+    assert best in ssld.DRAFT_NAMES
+    drafts = pooled.loc[list(ssld.DRAFT_NAMES), "alpha"]
+    assert pooled.loc[best, "alpha"] == drafts.max()
+    assert 0 <= ssld.mean_majority_rate(books, tokens, anchors) <= 1
+    assert ssld.codebook_seeds(0, 5) == [0, 1, 2, 3, 4]
+    assert ssld.codebook_seeds(1, 5) == [5, 6, 7, 8, 9]
     with pytest.raises(ValueError, match="at least one seed"):
-        ssld.acceptance_over_seeds(target, draft_den, tok, lexicon, prompt, tokens,
-                                   anchors, 8, [])
+        ssld.codebooks(target, draft_den, tok, lexicon, prompt, tokens, anchors, 8, [])
+    with pytest.raises(ValueError, match="distinct"):
+        ssld.codebooks(target, draft_den, tok, lexicon, prompt, tokens, anchors, 8,
+                       [1, 1])
+    with pytest.raises(ValueError, match="codebooks must be an integer"):
+        ssld.codebook_seeds(0, 0)
 
 
 def test_trajectory_accelerator_infills_exactly_like_its_base_policy(tiny):

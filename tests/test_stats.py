@@ -123,3 +123,37 @@ def test_clustered_ols_rejects_bad_inputs():
         stats.clustered_ols(np.arange(4.0), X, [0, 0, 0, 0])
     with pytest.raises(ValueError, match="same number"):
         stats.clustered_ols(np.arange(3.0), X, [0, 0, 1, 1])
+
+
+def test_seed_pooled_rate_averages_seeds_and_widens_with_their_spread():
+    """The estimate is the mean of the per-seed rates; the interval counts the
+    spread between seeds (two seeds at 0.1 and 0.5 give an interval spanning
+    both), reduces to rate_ci's with one seed, and stays open at zero hits."""
+    rng = np.random.default_rng(0)
+    trials = np.full(40, 10)
+    low = rng.binomial(10, 0.1, size=40)
+    high = rng.binomial(10, 0.5, size=40)
+    est, lo, hi = stats.seed_pooled_rate(np.stack([low, high]), trials, 2000, 0)
+    assert est == pytest.approx((low.sum() + high.sum()) / (2 * trials.sum()))
+    assert lo < low.sum() / trials.sum() + 0.03
+    assert hi > high.sum() / trials.sum() - 0.03
+    # one seed: the sequence bootstrap of rate_ci, up to the draw
+    one = stats.seed_pooled_rate(low[None], trials, 4000, 0)
+    ref = stats.rate_ci(low, trials, 4000, 0)
+    assert one[0] == pytest.approx(ref[0])
+    assert one[1] == pytest.approx(ref[1], abs=0.01)
+    assert one[2] == pytest.approx(ref[2], abs=0.01)
+    # two identical seeds add no spread: the same interval as one seed, up to the draw
+    twice = stats.seed_pooled_rate(np.stack([low, low]), trials, 4000, 0)
+    assert twice[0] == pytest.approx(one[0])
+    assert twice[2] - twice[1] < (hi - lo) / 3
+    zero = stats.seed_pooled_rate(np.zeros((3, 40)), trials, 500, 0)
+    assert zero[0] == 0 and zero[1] == 0 and zero[2] > 0
+    assert stats.seed_pooled_rate(np.stack([low, high]), trials, 500, 7) == \
+        stats.seed_pooled_rate(np.stack([low, high]), trials, 500, 7)
+    with pytest.raises(ValueError, match="seeds, sequences"):
+        stats.seed_pooled_rate(low, trials)
+    with pytest.raises(ValueError, match="hits <= trials"):
+        stats.seed_pooled_rate(np.stack([trials + 1]), trials)
+    with pytest.raises(ValueError, match="n_boot"):
+        stats.seed_pooled_rate(low[None], trials, 0)

@@ -225,7 +225,12 @@ def _bpe_tokenizer(kind: str):
     ("metaspace", "The dogs barked , then walked home ."),
 ])
 def test_words_of_byte_level_and_sentencepiece_tokenizers(kind, text):
-    from dlmspec_min.tokenizer import word_convention, word_ids, words_of
+    from dlmspec_min.tokenizer import (
+        continues_word,
+        word_convention,
+        word_ids,
+        words_of,
+    )
 
     tok = _bpe_tokenizer(kind)
     assert word_convention(tok) == "word_start"
@@ -235,6 +240,10 @@ def test_words_of_byte_level_and_sentencepiece_tokenizers(kind, text):
                                   "home", "."]
     w = word_ids(tok, ids)
     assert w[0] == -1 and w[1:] == sorted(w[1:]) and max(w) == 7
+    # a piece continues a word exactly where its word index repeats
+    cont = continues_word(tok, ids)
+    assert cont == [i > 0 and w[i] >= 0 and w[i] == w[i - 1] for i in range(len(ids))]
+    assert any(cont) and not cont[0] and not cont[1]
     classes = tagger.classes_of_tokens(tok, ids, tagger.default_lexicon())
     by_word = dict(zip(w, classes, strict=True))
     assert [by_word[i] for i in range(8)] == [
@@ -243,9 +252,17 @@ def test_words_of_byte_level_and_sentencepiece_tokenizers(kind, text):
 
 
 def test_our_tokenizer_keeps_the_wordpiece_convention():
-    from dlmspec_min.tokenizer import load_tokenizer, word_convention, words_of
+    from dlmspec_min.tokenizer import (
+        continues_word,
+        load_tokenizer,
+        word_convention,
+        words_of,
+    )
 
     tok = load_tokenizer()
     assert word_convention(tok) == "wordpiece"
     ids = tok("the unbelievably quick dog", add_special_tokens=False)["input_ids"]
     assert words_of(tok, ids) == ["the", "unbelievably", "quick", "dog"]
+    pieces = tok.convert_ids_to_tokens(ids)
+    assert continues_word(tok, ids) == [p.startswith("##") for p in pieces]
+    assert any(continues_word(tok, ids))
