@@ -701,6 +701,28 @@ def alpha_star(tau_acc: float) -> float:
     return 1.0 - 1.0 / tau_acc
 
 
+def bar_note(alpha_lo: float, alpha_hi: float, tau_lo: float, tau_hi: float) -> str:
+    """A sentence for a verdict: do alpha's and alpha*'s 95 % intervals overlap?
+
+    ``alpha*`` = 1 - 1/tau_acc inherits tau_acc's interval (``tau_lo``,
+    ``tau_hi``). If it overlaps alpha_SID's interval, the build cannot tell on
+    which side of the bar the draft falls, and the note says so; otherwise it
+    says that they do not overlap.
+    """
+    if not (alpha_lo <= alpha_hi and tau_lo <= tau_hi):
+        raise ValueError("each interval needs low <= high")
+    star_lo, star_hi = alpha_star(tau_lo), alpha_star(tau_hi)
+    if alpha_lo <= star_hi and star_lo <= alpha_hi:
+        return (f"The 95 % intervals of alpha_SID ({alpha_lo:.4f}-{alpha_hi:.4f}) and "
+                f"of alpha* ({star_lo:.4f}-{star_hi:.4f}, from tau_acc's) overlap: "
+                "this build cannot tell on which side of the bar the draft falls, so "
+                "*direction only* against *not replicated* is not settled by it, and a "
+                "build with another seed can read the other way (formalization "
+                "chapter, *Seeds*).")
+    return (f"The 95 % intervals of alpha_SID ({alpha_lo:.4f}-{alpha_hi:.4f}) and of "
+            f"alpha* ({star_lo:.4f}-{star_hi:.4f}, from tau_acc's) do not overlap.")
+
+
 def model_a_tokens_per_cost(alpha, gamma: float, c: float):
     """(1 - alpha^(gamma+1)) / ((1 - alpha)(1 + gamma c)); the limit at alpha = 1."""
     a = np.asarray(alpha, float)
