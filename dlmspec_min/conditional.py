@@ -38,11 +38,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import order, semantic, ssld, stats
+from . import order, ssld, stats
 from .decode import DecodeResult, generate
 
 FIRST_PASS = ssld.FIRST_PASS
-DRAFTS = (ssld.SmallMarginalDraft.name, ssld.HeadDraft.name)
+DRAFTS = ssld.DRAFT_NAMES
 # the figures of one prompt set that a notebook records (claim_values)
 FIGURE_KEYS = (
     "auc", "auc_lo", "auc_hi", "auc_p", "mean_r_content", "mean_r_function",
@@ -164,10 +164,8 @@ def key_figures(
                   if n in first_book.outputs else math.nan for n in table.index]
     best = ssld.best_pooled_draft(table)
     alpha, lo, hi = (float(v) for v in table.loc[best, ["alpha", "low", "high"]])
-    ids = {s: b.sid(tokens)[anchors].cpu().numpy() for s, b in books.items()}
-    chance = float(np.mean([semantic.frequency_chance(ids[s], b.sid.n_clusters)
-                            for s, b in books.items()]))
-    majority = ssld.mean_majority_rate(books, tokens, anchors)
+    levels = ssld.mean_chance_levels(books, tokens, anchors)
+    chance, majority = levels[ssld.CHANCE_FREQUENCY], levels[ssld.CHANCE_MAJORITY]
     seconds["drafts"] = time.perf_counter() - t0
 
     e2e = None

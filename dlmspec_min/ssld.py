@@ -66,8 +66,10 @@ from .semantic import (
     SemanticIDs,
     best_token_in_cluster,
     cluster_marginal,
+    frequency_chance,
     majority_chance,
     semantic_ids_for,
+    uniform_chance,
 )
 
 MODES = ("exact", "relaxed")
@@ -653,8 +655,8 @@ def pooled_acceptance(
     One row per prediction name: ``alpha`` (the mean over codebooks of each
     codebook's rate), ``low``/``high`` (``stats.seed_pooled_rate``: resampling
     codebooks and sequences, united with Clopper-Pearson), the lowest and
-    highest single-codebook rate, and ``codebooks``. The row named by ``BEST``
-    is the draft with the highest pooled alpha (one draft for all codebooks).
+    highest single-codebook rate, and ``codebooks``. ``best_pooled_draft``
+    picks the draft with the highest pooled alpha (one draft for all codebooks).
     """
     if not books:
         raise ValueError("no codebooks given")
@@ -684,11 +686,23 @@ def per_codebook(books: dict[int, Codebook], tokens: torch.Tensor,
                          for s, b in books.items()]).set_index("seed")
 
 
-def mean_majority_rate(books: dict[int, Codebook], tokens: torch.Tensor,
-                       anchors: torch.Tensor) -> float:
-    """The majority-ID rate max_s P(s) of the anchors, averaged over codebooks."""
-    return float(np.mean([majority_chance(b.sid(tokens)[anchors].cpu().numpy(),
-                                          b.sid.n_clusters) for b in books.values()]))
+CHANCE_UNIFORM = "1/K (uniform guess)"
+CHANCE_FREQUENCY = "sum_s P(s)^2 (frequency-weighted)"
+CHANCE_MAJORITY = "max_s P(s) (majority ID)"
+
+
+def mean_chance_levels(books: dict[int, Codebook], tokens: torch.Tensor,
+                       anchors: torch.Tensor) -> dict[str, float]:
+    """The chance levels of the anchors' IDs, each averaged over the codebooks:
+    a uniform guess (1/K), a guess drawn from the anchors' ID frequencies
+    (sum_s P(s)^2) and always the most frequent ID (max_s P(s))."""
+    levels = []
+    for b in books.values():
+        ids = b.sid(tokens)[anchors].cpu().numpy()
+        levels.append({CHANCE_UNIFORM: uniform_chance(b.sid),
+                       CHANCE_FREQUENCY: frequency_chance(ids, b.sid.n_clusters),
+                       CHANCE_MAJORITY: majority_chance(ids, b.sid.n_clusters)})
+    return {k: float(np.mean([lv[k] for lv in levels])) for k in levels[0]}
 
 
 # --- the win condition (SPEC.md section 3.1) ------------------------------------------

@@ -11,7 +11,7 @@ import pytest
 import torch
 from conftest import MASK_ID, VOCAB, CachedToyDenoiser, ToyDenoiser, make_prompt
 
-from dlmspec_min import ssld
+from dlmspec_min import semantic, ssld
 from dlmspec_min.decode import DecodeConfig, generate
 from dlmspec_min.denoisers import Denoiser
 from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
@@ -355,7 +355,18 @@ def test_codebooks_rebuild_ids_and_head_per_seed_and_pool_over_them(tiny):
     assert best in ssld.DRAFT_NAMES
     drafts = pooled.loc[list(ssld.DRAFT_NAMES), "alpha"]
     assert pooled.loc[best, "alpha"] == drafts.max()
-    assert 0 <= ssld.mean_majority_rate(books, tokens, anchors) <= 1
+    levels = ssld.mean_chance_levels(books, tokens, anchors)
+    ids = {s: b.sid(tokens)[anchors].numpy() for s, b in books.items()}
+    K_of = {s: b.sid.n_clusters for s, b in books.items()}
+    expect = {
+        ssld.CHANCE_UNIFORM: [semantic.uniform_chance(b.sid) for b in books.values()],
+        ssld.CHANCE_FREQUENCY: [semantic.frequency_chance(ids[s], K_of[s])
+                                for s in books],
+        ssld.CHANCE_MAJORITY: [semantic.majority_chance(ids[s], K_of[s])
+                               for s in books],
+    }
+    for key, per in expect.items():
+        assert levels[key] == pytest.approx(np.mean(per))
     assert ssld.codebook_seeds(0, 5) == [0, 1, 2, 3, 4]
     assert ssld.codebook_seeds(1, 5) == [5, 6, 7, 8, 9]
     with pytest.raises(ValueError, match="at least one seed"):
