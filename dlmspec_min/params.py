@@ -12,6 +12,7 @@ parameters too, so a bad override fails the same way under papermill.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -178,10 +179,90 @@ def check(name: str, value: Any) -> None:
         raise ValueError(f"parameter {name}={value!r} {problem}")
 
 
+def _config_of(name: str) -> dict:
+    """A model's config.json if it is on this machine without loading the model
+    (embedded models, local folders); else {} (hub names are checked at load)."""
+    import json
+
+    from .denoisers import EMBEDDED_PREFIX
+    from .paths import models_dir
+
+    folder = (models_dir() / name[len(EMBEDDED_PREFIX):]
+              if name.startswith(EMBEDDED_PREFIX) else Path(name))
+    try:
+        return json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+TARGETS = ("model", "large_model", "small_model")  # parameters naming a denoiser
+
+
+def _divides(values):
+    G, bl = values["gen_length"], values["block_length"]
+    if bl > G or G % bl:
+        return (f"gen_length={G} must be a multiple of block_length={bl} (blocks are "
+                f"decoded left to right); e.g. block_length={math.gcd(G, bl)}")
+    return None
+
+
+def _draft_vocabulary(values):
+    """The draft shares its target's vocabulary: large_model's where a notebook
+    has one (07), else model's."""
+    target_name = "large_model" if "large_model" in values else "model"
+    target, draft = values.get(target_name), values["draft"]
+    if target is None:
+        return None
+    vt = _config_of(target).get("vocab_size")
+    vd = _config_of(draft).get("vocab_size")
+    if vt is not None and vd is not None and vt != vd:
+        return (f"draft={draft!r} has a vocabulary of {vd} tokens, {target_name}="
+                f"{target!r} one of {vt}: the draft must share its target's tokenizer")
+    return None
+
+
+def _fits_context(values):
+    """Prompt (or the one start token) plus gen_length fit every target's positions."""
+    length = values.get("prompt_length", 1) + values["gen_length"]
+    for name in TARGETS:
+        if name in values:
+            limit = _config_of(values[name]).get("max_position_embeddings")
+            if limit is not None and length > limit:
+                return (f"{name}={values[name]!r} takes {limit} positions, but a "
+                        f"prompt of {values.get('prompt_length', 1)} and gen_length="
+                        f"{values['gen_length']} need {length}")
+    return None
+
+
+def _n_tau(values):
+    n_tau, n = values["n_tau"], values["n_samples"]
+    return None if n_tau <= n else f"n_tau={n_tau} must not exceed n_samples={n}"
+
+
+# Constraints between parameters: (names involved, check). A check runs when a
+# notebook has every name it involves, after each value passed its own rule.
+RELATIONS: list[tuple[tuple[str, ...], Callable[[dict], str | None]]] = [
+    (("gen_length", "block_length"), _divides),
+    (("draft",), _draft_vocabulary),
+    (("gen_length",), _fits_context),
+    (("n_tau", "n_samples"), _n_tau),
+]
+
+
+def check_relations(values: dict[str, Any]) -> None:
+    """Raise ``ValueError`` if parameters that must agree do not (one line)."""
+    for names, rule in RELATIONS:
+        if all(n in values for n in names):
+            problem = rule(values)
+            if problem:
+                raise ValueError(f"parameters {', '.join(names)}: {problem}")
+
+
 def validate_all(values: dict[str, Any]) -> dict[str, Any]:
-    """Check every parameter of a notebook; returns them unchanged."""
+    """Check every parameter of a notebook, then their relations; returns them."""
     for name, value in values.items():
         check(name, value)
+    check_relations(values)
     return values
 
 

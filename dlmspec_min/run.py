@@ -7,16 +7,21 @@
 
 The MyST text notebook is read with jupytext and executed with papermill into
 ``_build/papermill/<name>.ipynb`` (parameters injected after the ``parameters``
-cell). Names and values are checked before anything runs: an unknown name or a
-bad value is one line on stderr and exit code 2. The recorded claim values and
-verdicts are printed at the end.
+cell). Names, types and values are checked before anything runs: an unknown
+name, a bad value, a malformed parameters file or an unreadable notebook is one
+line on stderr and exit code 2. The notebook executes into a ``.partial``
+file that is renamed only when every cell ran, so an interrupted or failed run
+never leaves a file that passes for a finished one. The recorded claim values
+and verdicts are printed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -30,6 +35,54 @@ EXIT_BAD_PARAMETER = 2
 
 class ParameterError(ValueError):
     pass
+
+
+# what a declared type accepts when the value is not a command-line string
+_ACCEPTS = {
+    "int": (int,),
+    "float": (int, float),
+    "str": (str,),
+    "bool": (bool,),
+    "list": (list,),
+    "dict": (dict,),
+}
+
+
+def _check_type(name: str, value: object, type_name: str | None) -> None:
+    accepts = _ACCEPTS.get(type_name or "")
+    if accepts is None:
+        return
+    wrong_bool = isinstance(value, bool) and bool not in accepts
+    if wrong_bool or not isinstance(value, accepts):
+        raise ParameterError(
+            f"parameter {name}: {value!r} is a {type(value).__name__}, but the "
+            f"notebook declares {type_name}"
+        )
+
+
+def read_parameters_file(path: Path) -> dict[str, object]:
+    """A YAML mapping of parameter names to values; ``ParameterError`` otherwise."""
+    try:
+        text = Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ParameterError(f"cannot read parameters file {path}: {e}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(e, "problem", None) or type(e).__name__
+        raise ParameterError(
+            f"parameters file {path} is not valid YAML{at}: {problem}"
+        ) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise ParameterError(
+            f"parameters file {path} must be a mapping of parameter names to values "
+            f"(`name: value` lines), not a {type(data).__name__}"
+        )
+    return data
 
 
 def resolve(
@@ -50,12 +103,28 @@ def resolve(
             raise ParameterError(
                 f"parameter {name}: cannot read {value!r} as {type_name} ({e})"
             ) from None
+        _check_type(name, value, type_name)
         try:
             params.check(name, value)
         except ValueError as e:
             raise ParameterError(str(e)) from None
         out[name] = value
     return out
+
+
+def check_relations(notebook_params: dict[str, dict], values: dict[str, object]):
+    """The constraints between parameters, on the defaults overridden by ``values``."""
+    merged = {}
+    for name, p in notebook_params.items():
+        try:
+            merged[name] = ast.literal_eval(str(p.get("default")))
+        except (ValueError, SyntaxError):
+            merged[name] = p.get("default")
+    merged.update(values)
+    try:
+        params.check_relations(merged)
+    except ValueError as e:
+        raise ParameterError(str(e)) from None
 
 
 def describe(path: Path, notebook_params: dict[str, dict]) -> str:
@@ -104,27 +173,30 @@ def main(argv=None) -> int:
     if a.notebook is None:
         ap.print_help()
         return 0 if a.help else EXIT_BAD_PARAMETER
-    if not a.notebook.exists():
+    if not a.notebook.is_file():
         print(f"error: no notebook {a.notebook}", file=sys.stderr)
         return EXIT_BAD_PARAMETER
     try:
         declared = params.notebook_parameters(a.notebook)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+    except Exception as e:  # jupytext/nbformat raise many kinds on a bad file
+        reason = " ".join(str(e).split())[:300] or type(e).__name__
+        if str(a.notebook) not in reason:
+            reason = f"cannot read notebook {a.notebook}: {reason}"
+        print(f"error: {reason}", file=sys.stderr)
         return EXIT_BAD_PARAMETER
     if a.help:
         ap.print_help()
         print("\n" + describe(a.notebook, declared))
         return 0
     given: dict[str, object] = {}
-    for f in a.parameters_file:
-        if not f.exists():
-            print(f"error: no parameters file {f}", file=sys.stderr)
-            return EXIT_BAD_PARAMETER
-        given.update(yaml.safe_load(f.read_text()) or {})
-    given.update(dict(a.parameter))
     try:
+        for f in a.parameters_file:
+            if not f.exists():
+                raise ParameterError(f"no parameters file {f}")
+            given.update(read_parameters_file(f))
+        given.update(dict(a.parameter))
         values = resolve(declared, given)
+        check_relations(declared, values)
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_PARAMETER
@@ -134,23 +206,31 @@ def main(argv=None) -> int:
 
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # clean notebook output
 
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    source = OUT_DIR / f"{a.notebook.stem}.source.ipynb"
-    jupytext.write(jupytext.read(a.notebook), source)
     output = a.output or OUT_DIR / f"{a.notebook.stem}.ipynb"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(f"{output.stem}.partial{output.suffix}")
     print(
         f"executing {a.notebook} -> {output} with {values or 'the defaults'}",
         file=sys.stderr,
     )
-    papermill.execute_notebook(
-        str(source),
-        str(output),
-        parameters=values,
-        kernel_name="python3",
-        cwd=str(a.notebook.resolve().parent),
-        log_output=True,
-        progress_bar=False,
-    )
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / f"{a.notebook.stem}.ipynb"
+        jupytext.write(jupytext.read(a.notebook), source)
+        try:
+            papermill.execute_notebook(
+                str(source),
+                str(partial),
+                parameters=values,
+                kernel_name="python3",
+                cwd=str(a.notebook.resolve().parent),
+                log_output=True,
+                progress_bar=False,
+            )
+        except papermill.PapermillExecutionError as e:
+            print(f"error: {a.notebook} failed in cell {e.exec_count}: {e.ename}: "
+                  f"{e.evalue} (the partial run is {partial})", file=sys.stderr)
+            return 1
+    os.replace(partial, output)
     glued = claims.read_glued(output)
     for k, v in glued.items():
         print(f"{k} = {claims.format_value(v)}")

@@ -142,3 +142,89 @@ def test_a_parameter_papermill_cannot_read_is_an_error(tmp_path):
         params.notebook_parameters(nb)
     nb.write_text(nb.read_text().replace("(0 = all)", "(0: all)"))
     assert list(params.notebook_parameters(nb)) == ["n_samples", "n_positions"]
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("seed: [1, 2\n", "is not valid YAML at line"),
+        ("- n_samples\n- 3\n", "must be a mapping of parameter names to values"),
+        ("just a string\n", "not a str"),
+        ("n_samples: 2.5\n", "parameter n_samples: 2.5 is a float, but the notebook "
+                             "declares int"),
+        ("model: 5\n", "parameter model: 5 is a int, but the notebook declares str"),
+        ("threshold: true\n", "parameter threshold: True is a bool"),
+        ("K_sweep: 16\n", "parameter K_sweep: 16 is a int, but the notebook declares"),
+    ],
+)
+def test_bad_parameters_file_is_one_line_naming_it(
+    notebook, tmp_path, no_execution, capsys, content, message
+):
+    profile = tmp_path / "profile.yaml"
+    profile.write_text(content)
+    assert run.main([str(notebook), "-f", str(profile)]) == run.EXIT_BAD_PARAMETER
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err, err
+    if "YAML" in message or "mapping" in message or "not a str" in message:
+        assert str(profile) in err
+
+
+@pytest.mark.parametrize(
+    "content", [b"\xff\xfe\x00binary", b"---\njupytext: [unclosed\n---\n"]
+)
+def test_unreadable_notebook_is_one_line(tmp_path, no_execution, capsys, content):
+    bad = tmp_path / "bad.md"
+    bad.write_bytes(content)
+    assert run.main([str(bad)]) == run.EXIT_BAD_PARAMETER
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and str(bad) in err, err
+
+
+def test_a_folder_is_no_notebook(tmp_path, no_execution, capsys):
+    assert run.main([str(tmp_path)]) == run.EXIT_BAD_PARAMETER
+    assert "no notebook" in capsys.readouterr().err
+
+
+def test_a_failing_run_leaves_no_output_that_passes_for_done(tmp_path, capsys):
+    nb = tmp_path / "98_fails.md"
+    nb.write_text(NOTEBOOK.replace('record("doubled", 2 * n_samples)',
+                                   'record("doubled", 2 * n_samples)\n'
+                                   'raise RuntimeError("stop here")'))
+    out = tmp_path / "out.ipynb"
+    assert run.main([str(nb), "-o", str(out)]) == 1
+    assert not out.exists()
+    err = capsys.readouterr().err
+    assert "RuntimeError: stop here" in err and "out.partial.ipynb" in err
+    assert (tmp_path / "out.partial.ipynb").exists()
+    # a later successful run replaces nothing half-written: it writes out.ipynb
+    nb.write_text(NOTEBOOK)
+    assert run.main([str(nb), "-o", str(out)]) == 0
+    assert out.exists() and not (tmp_path / "out.partial.ipynb").exists()
+
+
+NB03 = run.REPO_ROOT / "notebooks" / "03_win_condition.md"
+
+
+def test_parameters_that_disagree_are_one_line_before_any_work(
+    tmp_path, no_execution, capsys
+):
+    def err_of(*argv):
+        assert run.main([str(NB03), *argv]) == run.EXIT_BAD_PARAMETER
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0, err
+        return err
+
+    assert "gen_length=50 must be a multiple of block_length=16" in err_of(
+        "-p", "gen_length", "50", "-p", "block_length", "16")
+    # the default block_length (16) must divide an overridden gen_length, too
+    assert "multiple of block_length=16" in err_of("-p", "gen_length", "40")
+    other = tmp_path / "other-vocabulary"
+    other.mkdir()
+    (other / "config.json").write_text('{"vocab_size": 99}')
+    assert "has a vocabulary of 99 tokens" in err_of("-p", "draft", str(other))
+    assert "takes 256 positions" in err_of("-p", "gen_length", "512")
+
+
+def test_relations_hold_for_every_notebook_default():
+    for nb in sorted((run.REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.md")):
+        run.check_relations(params.notebook_parameters(nb), {})
