@@ -29,9 +29,16 @@ setup: $(STAMP)
 data: setup
 	$(PY) -m dlmspec_min.fetch
 
+# A notebook that ran under another fingerprint than this build's (library,
+# weights, fetched data, registry, pinned packages) is executed again by the
+# book's freshness extension. A build that did not finish (interrupted, failed)
+# leaves no _build/.complete stamp, so the next one re-writes every page (--all;
+# the execution cache still serves what executed in full).
 book: data
 	@echo "== executing every notebook and building the HTML book"
-	$(VENV)/bin/jupyter-book build . -W --keep-going
+	@full=$$(test -f _build/.complete || echo --all); rm -f _build/.complete; \
+	$(VENV)/bin/jupyter-book build . -W --keep-going $$full; \
+	touch _build/.complete
 	@echo "== the book is at file://$(CURDIR)/_build/html/index.html"
 
 test: book
@@ -41,7 +48,7 @@ lint: setup
 	$(VENV)/bin/ruff check dlmspec_min tests benchmarks
 
 clean:
-	rm -rf _build/html _build/papermill
+	rm -rf _build/html _build/papermill _build/.complete
 
 full-clean:
 	rm -rf _build $(VENV) data/cache

@@ -27,6 +27,7 @@ REGISTRY = REPO_ROOT / "book" / "claims.yml"
 EXECUTED_DIR = REPO_ROOT / "_build" / "jupyter_execute"
 NOT_REBUILT = "not yet rebuilt"
 NOT_REPLICATED = "not replicated"
+STALE = "stale"  # the notebook ran under another fingerprint than the build's
 
 
 def plain(value: Any) -> int | float | str | bool:
@@ -181,8 +182,16 @@ def check_values(keys: dict, values: dict[str, Any]) -> list[str]:
     return problems
 
 
-def dashboard_rows(executed_dir: Path = EXECUTED_DIR, registry: dict | None = None):
-    """One row per claim: paper figure, this build's headline values, verdict."""
+def dashboard_rows(executed_dir: Path = EXECUTED_DIR, registry: dict | None = None,
+                   fingerprint: str | None = None):
+    """One row per claim: paper figure, this build's headline values, verdict.
+
+    With ``fingerprint`` (the build's, ``provenance.fingerprint()``), a notebook
+    glued with another one shows the verdict ``STALE``: its numbers may not be
+    what the current code gives.
+    """
+    from .provenance import COMMIT_KEY, FINGERPRINT_KEY
+
     registry = registry or load_registry()
     rows = []
     for cid, claim in registry["claims"].items():
@@ -203,6 +212,13 @@ def dashboard_rows(executed_dir: Path = EXECUTED_DIR, registry: dict | None = No
             row["labels"] = {k: claim["keys"][k]["label"] for k in claim["headline"]}
             row["verdict"] = verdict(cid, values, registry)
             row["glued_verdict"] = values.get(f"{cid.lower()}_verdict")
+            row["values"] = values
+            row["finding"] = {k: values.get(k)
+                              for k in claim.get("finding", claim["headline"][:1])}
+            row["fingerprint"] = values.get(FINGERPRINT_KEY)
+            row["commit"] = values.get(COMMIT_KEY)
+            if fingerprint is not None and row["fingerprint"] != fingerprint:
+                row["verdict"] = STALE
         rows.append(row)
     return rows
 

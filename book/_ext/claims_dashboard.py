@@ -1,9 +1,16 @@
-"""Sphinx extension: the ``{claims-dashboard}`` directive.
+"""Sphinx extension: the pages computed from what the build executed.
 
-The directive leaves a placeholder; after every document has been read (and
-so every notebook executed), ``doctree-resolved`` replaces it with a table
-computed from book/claims.yml and the glue data the build just wrote. The page
-holding it is re-written on every build so it never shows stale values.
+- ``{claims-dashboard}``: one row per claim, its headline values and verdict;
+- ``{claims-summary}``: the landing page's verdict counts, a line per claim and
+  the regime (this build's strongest accelerator against the paper's);
+- ``{provenance-table}``: the fingerprint and commit each notebook ran under,
+  beside the build's (``dlmspec_min.provenance``).
+
+Each directive leaves a placeholder; after every document has been read (and
+so every notebook executed), ``doctree-resolved`` replaces it with HTML
+computed from book/claims.yml and the glue data the build just wrote. The pages
+holding them are re-written on every build so they never show stale values; a
+verdict whose notebook ran under another fingerprint shows as *stale*.
 """
 
 from __future__ import annotations
@@ -14,25 +21,31 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
-from dlmspec_min import claims
+from dlmspec_min import claims, provenance
 
 CSS = {
     "replicated": "#1a7f37",
     "direction only": "#9a6700",
     "not replicated": "#cf222e",
     claims.NOT_REBUILT: "#6e7781",
+    claims.STALE: "#8250df",
 }
 
 
 class dashboard_placeholder(nodes.General, nodes.Element):
-    pass
+    """Replaced by the HTML of ``kind`` once every notebook has executed."""
 
 
-class ClaimsDashboard(SphinxDirective):
-    def run(self):
-        self.env.note_dependency(str(claims.REGISTRY))
-        self.env.metadata[self.env.docname]["claims_dashboard"] = True
-        return [dashboard_placeholder()]
+def _directive(kind: str):
+    class Computed(SphinxDirective):
+        def run(self):
+            self.env.note_dependency(str(claims.REGISTRY))
+            self.env.metadata[self.env.docname]["claims_dashboard"] = True
+            node = dashboard_placeholder()
+            node["kind"] = kind
+            return [node]
+
+    return Computed
 
 
 def _table(rows, docname: str) -> str:
@@ -64,14 +77,98 @@ def _table(rows, docname: str) -> str:
     return "\n".join(out)
 
 
+def _verdict_span(verdict: str) -> str:
+    color = CSS.get(verdict, "#000")
+    return f'<span style="color:{color};font-weight:bold">{html.escape(verdict)}</span>'
+
+
+def _summary(rows, registry: dict, docname: str) -> str:
+    """Verdict counts, one line per claim and the regime, from the dashboard rows."""
+    up = "../" * docname.count("/")
+    kinds = [*registry["verdicts"], claims.STALE]
+    counts = {k: sum(r["verdict"] == k for r in rows) for k in kinds}
+    out = ['<div class="claims-summary">', "<p><b>What this build found.</b> "]
+    out.append(", ".join(f"{n} {_verdict_span(k)}" for k, n in counts.items() if n))
+    out.append(f" (of {len(rows)} claims; rules and values on the "
+               f'<a href="{up}book/claims.html">claims dashboard</a>).</p><ul>')
+    for r in rows:
+        link = up + str(Path(r["notebook"]).with_suffix(".html"))
+        if r["measured"]:
+            labels = registry["claims"][r["id"]]["keys"]
+            found = "; ".join(f"{html.escape(labels[k]['label'])} = "
+                              f"<b>{claims.format_value(v)}</b>"
+                              for k, v in r["finding"].items())
+        else:
+            found = "not measured by this build"
+        out.append(f'<li class="claim-line" data-claim="{r["id"]}">'
+                   f'<a href="{link}">{r["id"]}</a>: {found} (paper: '
+                   f"{html.escape(str(r['paper']))}) &rarr; "
+                   f"{_verdict_span(r['verdict'])}</li>")
+    out.append("</ul>")
+    c3 = next((r for r in rows if r["id"] == "C3"), None)
+    paper_tau = registry["checks"]["trajectory"]["paper"]["fast_dllm_tokens_per_step"]
+    if c3 and c3.get("values"):
+        v = c3["values"]
+        tau, lo, hi = v["c3_tau_acc"], v.get("c3_tau_acc_lo"), v.get("c3_tau_acc_hi")
+        interval = f" [{lo:.3g}, {hi:.3g}]" if lo is not None and hi is not None else ""
+        out.append(
+            f'<p class="regime"><b>The regime.</b> Here the strongest token-space '
+            f"accelerator commits {tau:.3g}{interval} tokens per forward, so the "
+            f"bar alpha* = 1 - 1/tau_acc is {1 - 1 / tau:.3g}; the paper's "
+            f"accelerator (Fast-dLLM on LLaDA-8B) commits {paper_tau:g}, a bar of "
+            f"{1 - 1 / paper_tau:.2f}.</p>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def _provenance(rows, current: str, commit: str, docname: str) -> str:
+    up = "../" * docname.count("/")
+    out = [f'<p class="build-fingerprint">This build: fingerprint '
+           f"<code>{current}</code> at commit <code>{html.escape(commit)}</code>. A "
+           "notebook whose recorded fingerprint differs is executed again by the "
+           "next build; until then its verdict shows as "
+           f"{_verdict_span(claims.STALE)}.</p>",
+           '<table class="table provenance"><thead><tr><th>page</th>'
+           "<th>fingerprint it ran under</th><th>commit it ran at</th><th>state</th>"
+           "</tr></thead><tbody>"]
+    for doc, fp, at in rows:
+        state = "current" if fp == current else claims.STALE
+        out.append(f'<tr><td><a href="{up}{doc}.html">{html.escape(doc)}</a></td>'
+                   f"<td><code>{html.escape(str(fp))}</code></td>"
+                   f"<td><code>{html.escape(str(at))}</code></td>"
+                   f'<td class="state" data-doc="{html.escape(doc)}">{state}</td></tr>')
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _provenance_rows(executed: Path):
+    rows = []
+    for glue in sorted(executed.rglob("*.glue.json")):
+        values = claims.read_glued(glue)
+        doc = str(glue.relative_to(executed)).removesuffix(".glue.json")
+        rows.append((doc, values.get(provenance.FINGERPRINT_KEY),
+                     values.get(provenance.COMMIT_KEY)))
+    return rows
+
+
 def resolve(app, doctree, docname):
     placeholders = list(doctree.findall(dashboard_placeholder))
     if not placeholders:
         return
     executed = Path(app.outdir).parent / "jupyter_execute"
-    rows = claims.dashboard_rows(executed)
+    current = provenance.fingerprint()
+    registry = claims.load_registry()
+    rows = claims.dashboard_rows(executed, registry, fingerprint=current)
     for node in placeholders:
-        node.replace_self(nodes.raw("", _table(rows, docname), format="html"))
+        kind = node["kind"]
+        if kind == "dashboard":
+            text = _table(rows, docname)
+        elif kind == "summary":
+            text = _summary(rows, registry, docname)
+        else:
+            text = _provenance(_provenance_rows(executed), current,
+                               provenance.commit(), docname)
+        node.replace_self(nodes.raw("", text, format="html"))
 
 
 def always_outdated(app, env, added, changed, removed):
@@ -80,7 +177,9 @@ def always_outdated(app, env, added, changed, removed):
 
 def setup(app):
     app.add_node(dashboard_placeholder)
-    app.add_directive("claims-dashboard", ClaimsDashboard)
+    app.add_directive("claims-dashboard", _directive("dashboard"))
+    app.add_directive("claims-summary", _directive("summary"))
+    app.add_directive("provenance-table", _directive("provenance"))
     app.connect("doctree-resolved", resolve)
     app.connect("env-get-outdated", always_outdated)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
