@@ -65,6 +65,19 @@ def test_makefile_builds_with_warnings_as_errors():
     assert "set -eo pipefail" in (ROOT / ".ci" / "run").read_text()
 
 
+def test_an_unfinished_build_is_not_taken_for_a_finished_one():
+    """`make book` stamps _build/.complete only after the build succeeded; without
+    the stamp (an interrupted or failed build) the next one re-writes every page."""
+    make = (ROOT / "Makefile").read_text()
+    recipe = make[make.index("\nbook: data"):make.index("\ntest: book")]
+    stamp_check = recipe.index("test -f _build/.complete || echo --all")
+    removed = recipe.index("rm -f _build/.complete")
+    built = recipe.index("jupyter-book build . -W --keep-going $$full")
+    stamped = recipe.index("touch _build/.complete")
+    assert stamp_check < removed < built < stamped
+    assert "freshness: book/_ext" in (ROOT / "_config.yml").read_text()
+
+
 def test_readme_shows_the_two_commands_first():
     text = (ROOT / "README.md").read_text()
     first_block = re.search(r"```bash\n(.*?)```", text, re.S).group(1)
@@ -118,6 +131,7 @@ def test_notebook_has_one_literal_parameters_cell(path):
 def test_notebook_validates_its_parameters_and_glues_no_typed_paper_figure(path):
     text = path.read_text()
     assert "validate_all(" in text, "the notebook must validate its parameters"
+    assert "record_provenance()" in text, "the notebook must record its provenance"
     for fig in ["0.0035", "2.1x", "1.02x"]:
         for line in text.splitlines():
             if "record(" in line:
@@ -133,6 +147,7 @@ def test_registry_is_complete_and_rules_use_registered_keys():
         for field in ["statement", "notebook", "paper", "headline", "keys", "rule"]:
             assert field in c, f"{cid} lacks {field}"
         assert set(c["headline"]) <= set(c["keys"])
+        assert set(c.get("finding", [])) <= set(c["keys"]), f"{cid} finding"
         assert set(c["rule"]) <= set(reg["verdicts"])
         names = {
             n.id

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dlmspec_min import claims
+from dlmspec_min import claims, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 REGISTRY = claims.load_registry()
@@ -76,3 +76,52 @@ def test_every_notebook_page_was_built():
         assert (HTML / "notebooks" / f"{nb.stem}.html").exists(), (
             f"{nb.name} has no page"
         )
+
+
+def test_no_executed_page_is_stale():
+    """Every page's numbers ran under this checkout's fingerprint (`make book`)."""
+    current = provenance.fingerprint()
+    executed = ROOT / "_build" / "jupyter_execute"
+    pages = [ROOT / c["notebook"] for c in REGISTRY["claims"].values()]
+    pages += sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
+    pages.append(ROOT / "book" / "status.md")
+    for page in sorted(set(pages)):
+        glue = executed / page.relative_to(ROOT).with_suffix(".glue.json")
+        assert glue.exists(), f"{page.name} was not executed by the build"
+        ran = claims.read_glued(glue).get(provenance.FINGERPRINT_KEY)
+        assert ran == current, (
+            f"{page.name} ran under fingerprint {ran}, this checkout is {current}: "
+            "its numbers may be stale; run `make book`"
+        )
+
+
+def test_status_page_lists_each_page_fingerprint_and_commit():
+    page = (HTML / "book" / "status.html").read_text()
+    current = provenance.fingerprint()
+    assert f"fingerprint <code>{current}</code>" in page
+    states = dict(re.findall(r'class="state" data-doc="([^"]+)">([^<]+)<', page))
+    for nb in (ROOT / "notebooks").glob("[0-9][0-9]_*.md"):
+        assert states.get(f"notebooks/{nb.stem}") == "current", nb.name
+    commits = re.findall(r"<td><code>([0-9a-f]{12}(?:\+dirty)?)</code></td>", page)
+    assert len(commits) >= len(states)
+
+
+def test_landing_page_states_what_this_build_found():
+    page = (HTML / "book" / "intro.html").read_text()
+    lines = dict(re.findall(r'class="claim-line" data-claim="(C\d)">(.*?)</li>', page))
+    assert sorted(lines) == sorted(REGISTRY["claims"])
+    rows = {r["id"]: r for r in claims.dashboard_rows(
+        ROOT / "_build" / "jupyter_execute", REGISTRY, provenance.fingerprint())}
+    for cid, line in lines.items():
+        assert rows[cid]["verdict"] in line
+        for value in rows[cid]["finding"].values():
+            assert claims.format_value(value) in line
+    counts = {}
+    for r in rows.values():
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    for verdict_kind, n in counts.items():
+        assert re.search(rf"{n} <span[^>]*>{verdict_kind}</span>", page), verdict_kind
+    paper_tau = REGISTRY["checks"]["trajectory"]["paper"]["fast_dllm_tokens_per_step"]
+    c3 = rows["C3"]["values"]
+    regime = re.search(r'class="regime">(.*?)</p>', page).group(1)
+    assert f"{c3['c3_tau_acc']:.3g}" in regime and f"{paper_tau:g}" in regime
