@@ -19,6 +19,7 @@ from dlmspec_min import claims
 CSS = {
     "replicated": "#1a7f37",
     "direction only": "#9a6700",
+    claims.INCONCLUSIVE: "#8250df",
     "not replicated": "#cf222e",
     claims.NOT_REBUILT: "#6e7781",
 }
