@@ -740,6 +740,25 @@ def bar_note(alpha_lo: float, alpha_hi: float, tau_lo: float, tau_hi: float) -> 
             "against the claim.")
 
 
+def paper_bar(tau_paper: float, alpha_hi: float) -> tuple[float, float, str]:
+    """The paper's own bar beside ours: context for a verdict, never the verdict.
+
+    ``tau_paper`` is the paper's accelerator figure in tokens per forward (read
+    from the registry by the caller, never typed in code). Returns
+    (alpha*_paper = 1 - 1/tau_paper, the shortfall alpha*_paper / alpha_hi at the
+    upper end of alpha_SID's interval, a sentence saying so).
+    """
+    a_paper = alpha_star(tau_paper)
+    short = shortfall(a_paper, alpha_hi, alpha_hi).value
+    side = ("short of that bar by this factor" if short > 1
+            else "so the draft's interval reaches that bar")
+    note = (f"As context, not the verdict: against the paper's own accelerator figure "
+            f"({tau_paper:g} tokens per forward, alpha* = {a_paper:.3f}), the upper "
+            f"end of alpha_SID's interval ({alpha_hi:.4f}) gives alpha*/alpha_hi = "
+            f"{short:.1f}, {side}.")
+    return a_paper, short, note
+
+
 def model_a_tokens_per_cost(alpha, gamma: float, c: float):
     """(1 - alpha^(gamma+1)) / ((1 - alpha)(1 + gamma c)); the limit at alpha = 1."""
     a = np.asarray(alpha, float)

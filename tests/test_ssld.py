@@ -470,3 +470,13 @@ def test_bar_note_says_overlap_is_inconclusive_and_else_which_side():
     assert "(0.0741-0.1228" in ssld.bar_note(0.01, 0.07, 1.08, 1.14)
     with pytest.raises(ValueError, match="low <= high"):
         ssld.bar_note(0.2, 0.1, 1.08, 1.14)
+
+
+def test_paper_bar_is_alpha_star_over_alpha_hi_with_a_sentence():
+    a_paper, short, note = ssld.paper_bar(4.0, 0.015)
+    assert a_paper == pytest.approx(0.75) and short == pytest.approx(50.0)
+    assert "not the verdict" in note and "50.0" in note and "short of" in note
+    _, short, note = ssld.paper_bar(4.0, 0.9)
+    assert short < 1 and "reaches" in note
+    with pytest.raises(ValueError):
+        ssld.paper_bar(0.5, 0.1)
