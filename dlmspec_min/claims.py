@@ -28,6 +28,9 @@ EXECUTED_DIR = REPO_ROOT / "_build" / "jupyter_execute"
 NOT_REBUILT = "not yet rebuilt"
 NOT_REPLICATED = "not replicated"
 STALE = "stale"  # the notebook ran under another fingerprint than the build's
+INCONCLUSIVE = "inconclusive"
+# the kinds a registry without its own ``verdicts:`` list may use
+VERDICTS = ["replicated", "direction only", INCONCLUSIVE, NOT_REPLICATED, NOT_REBUILT]
 
 
 def plain(value: Any) -> int | float | str | bool:
@@ -152,13 +155,29 @@ def evaluate(expr: str, values: dict[str, Any]):
     return ev(ast.parse(expr, mode="eval"))
 
 
+def check_rules(claim_id: str, registry: dict) -> None:
+    """Refuse a claim whose rule names or ``otherwise`` are not registered kinds."""
+    kinds = registry.get("verdicts", VERDICTS)
+    claim = registry["claims"][claim_id]
+    names = [*claim["rule"], claim.get("otherwise", NOT_REPLICATED)]
+    unknown = [n for n in names if n not in kinds]
+    if unknown:
+        raise ValueError(f"{claim_id}: verdicts {unknown} are not in {kinds}")
+
+
 def verdict(claim_id: str, values: dict[str, Any], registry: dict | None = None) -> str:
-    """The first verdict whose rule holds, else "not replicated"."""
-    claim = (registry or load_registry())["claims"][claim_id]
+    """The first verdict whose rule holds, else the claim's ``otherwise``.
+
+    Rules are evaluated in the order the registry lists them; ``otherwise``
+    defaults to "not replicated".
+    """
+    registry = registry or load_registry()
+    check_rules(claim_id, registry)
+    claim = registry["claims"][claim_id]
     for name, expr in claim["rule"].items():
         if evaluate(expr, values):
             return name
-    return NOT_REPLICATED
+    return claim.get("otherwise", NOT_REPLICATED)
 
 
 def check_values(keys: dict, values: dict[str, Any]) -> list[str]:

@@ -109,6 +109,7 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "small_model": _model_name,
     "large_model": _model_name,
     "seed": _nonneg_int,
+    "prompt_seed": _nonneg_int,
     "n_samples": _positive_int,
     "n_prompts": _positive_int,
     "n_texts": _positive_int,

@@ -716,25 +716,47 @@ def alpha_star(tau_acc: float) -> float:
 
 
 def bar_note(alpha_lo: float, alpha_hi: float, tau_lo: float, tau_hi: float) -> str:
-    """A sentence for a verdict: do alpha's and alpha*'s 95 % intervals overlap?
+    """A sentence for a verdict: where alpha's 95 % interval lies against alpha*'s.
 
     ``alpha*`` = 1 - 1/tau_acc inherits tau_acc's interval (``tau_lo``,
     ``tau_hi``). If it overlaps alpha_SID's interval, the build cannot tell on
-    which side of the bar the draft falls, and the note says so; otherwise it
-    says that they do not overlap.
+    which side of the bar the draft falls and the verdict is *inconclusive*;
+    otherwise the note says which side alpha's interval lies on.
     """
     if not (alpha_lo <= alpha_hi and tau_lo <= tau_hi):
         raise ValueError("each interval needs low <= high")
     star_lo, star_hi = alpha_star(tau_lo), alpha_star(tau_hi)
+    intervals = (f"The 95 % intervals of alpha_SID ({alpha_lo:.4f}-{alpha_hi:.4f}) "
+                 f"and of alpha* ({star_lo:.4f}-{star_hi:.4f}, from tau_acc's)")
     if alpha_lo <= star_hi and star_lo <= alpha_hi:
-        return (f"The 95 % intervals of alpha_SID ({alpha_lo:.4f}-{alpha_hi:.4f}) and "
-                f"of alpha* ({star_lo:.4f}-{star_hi:.4f}, from tau_acc's) overlap: "
-                "this build cannot tell on which side of the bar the draft falls, so "
-                "*direction only* against *not replicated* is not settled by it, and a "
-                "build with another seed can read the other way (formalization "
-                "chapter, *Seeds*).")
-    return (f"The 95 % intervals of alpha_SID ({alpha_lo:.4f}-{alpha_hi:.4f}) and of "
-            f"alpha* ({star_lo:.4f}-{star_hi:.4f}, from tau_acc's) do not overlap.")
+        return (f"{intervals} overlap: this build cannot tell on which side of the "
+                "bar the draft falls, so the verdict is *inconclusive*, and a build "
+                "with more samples or another seed may settle it either way "
+                "(formalization chapter, *Seeds*).")
+    if alpha_hi < star_lo:
+        return (f"{intervals} do not overlap: the draft's acceptance lies below the "
+                "bar, as the claim says.")
+    return (f"{intervals} do not overlap: the draft's acceptance lies above the bar, "
+            "against the claim.")
+
+
+def paper_bar(tau_paper: float, alpha_hi: float) -> tuple[float, float, str]:
+    """The paper's own bar beside ours: context for a verdict, never the verdict.
+
+    ``tau_paper`` is the paper's accelerator figure in tokens per forward (read
+    from the registry by the caller, never typed in code). Returns
+    (alpha*_paper = 1 - 1/tau_paper, the shortfall alpha*_paper / alpha_hi at the
+    upper end of alpha_SID's interval, a sentence saying so).
+    """
+    a_paper = alpha_star(tau_paper)
+    short = shortfall(a_paper, alpha_hi, alpha_hi).value
+    side = ("short of that bar by this factor" if short > 1
+            else "so the draft's interval reaches that bar")
+    note = (f"As context, not the verdict: against the paper's own accelerator figure "
+            f"({tau_paper:g} tokens per forward, alpha* = {a_paper:.3f}), the upper "
+            f"end of alpha_SID's interval ({alpha_hi:.4f}) gives alpha*/alpha_hi = "
+            f"{short:.1f}, {side}.")
+    return a_paper, short, note
 
 
 def model_a_tokens_per_cost(alpha, gamma: float, c: float):

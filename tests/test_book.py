@@ -149,6 +149,9 @@ def test_registry_is_complete_and_rules_use_registered_keys():
         assert set(c["headline"]) <= set(c["keys"])
         assert set(c.get("finding", [])) <= set(c["keys"]), f"{cid} finding"
         assert set(c["rule"]) <= set(reg["verdicts"])
+        assert c.get("otherwise", claims.NOT_REPLICATED) in reg["verdicts"]
+        assert claims.NOT_REBUILT not in c["rule"], f"{cid}: a rule names it"
+        claims.check_rules(cid, reg)
         names = {
             n.id
             for expr in c["rule"].values()

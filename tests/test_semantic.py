@@ -233,3 +233,43 @@ def test_rate_ci_stays_open_at_zero_hits():
     assert hi == pytest.approx(1 - 0.025 ** (1 / 200))  # Clopper-Pearson, k = 0
     est, lo, hi = rate_ci([1, 2, 0, 3], [10, 10, 10, 10], seed=0)
     assert est == pytest.approx(6 / 40) and lo < est < hi
+
+
+def test_random_minus_semantic_on_synthetic_pairs(sid):
+    reg = (~sid.special).nonzero().flatten()
+    flat = sid.flat[reg]
+    i, j = torch.meshgrid(torch.arange(len(reg)), torch.arange(len(reg)), indexing="ij")
+    q = semantic.same_cluster_chance(sid)
+    B, G = 6, 10
+    g = torch.Generator().manual_seed(1)
+    # distinct regular tokens in DIFFERENT semantic clusters: semantic accepts
+    # none, a random clustering each with q, so the difference is q exactly
+    pick = (flat[i] != flat[j]).nonzero()
+    rows = pick[torch.randint(0, len(pick), (B * G,), generator=g)]
+    d, t = reg[rows[:, 0]].view(B, G), reg[rows[:, 1]].view(B, G)
+    where = torch.ones(B, G, dtype=torch.bool)
+    est, lo, hi = semantic.random_minus_semantic(d, t, where, sid, 200, 0)
+    assert est == pytest.approx(q) and lo == pytest.approx(q) and hi == pytest.approx(q)
+    # distinct tokens in the SAME cluster: semantic accepts all, random q: q - 1
+    pick = ((flat[i] == flat[j]) & (i != j)).nonzero()
+    rows = pick[torch.randint(0, len(pick), (B * G,), generator=g)]
+    d2, t2 = reg[rows[:, 0]].view(B, G), reg[rows[:, 1]].view(B, G)
+    est, lo, hi = semantic.random_minus_semantic(d2, t2, where, sid, 200, 0)
+    assert est == pytest.approx(q - 1) and hi == pytest.approx(q - 1)
+    # half the sequences of each kind: the estimate is their anchor-weighted mean,
+    # the interval spans both and covers it
+    mixed_d, mixed_t = torch.cat([d[:3], d2[:3]]), torch.cat([t[:3], t2[:3]])
+    est, lo, hi = semantic.random_minus_semantic(mixed_d, mixed_t, where, sid, 500, 0)
+    assert est == pytest.approx(q - 0.5)
+    assert q - 1 <= lo < est < hi <= q
+    # it agrees with the closed-form mean and the semantic rate on the anchors
+    where = torch.rand(B, G, generator=g) < 0.5
+    d3 = torch.randint(0, V, (B, G), generator=g)
+    t3 = torch.where(torch.rand(B, G, generator=g) < 0.3, d3,
+                     torch.randint(0, V, (B, G), generator=g))
+    est, _, _ = semantic.random_minus_semantic(d3, t3, where, sid, 50, 0)
+    semantic_rate = float((sid(d3[where]) == sid(t3[where])).double().mean())
+    assert est == pytest.approx(
+        semantic.expected_random_alpha(d3[where], t3[where], sid) - semantic_rate)
+    with pytest.raises(ValueError, match="one shape"):
+        semantic.random_minus_semantic(d3, t3[:2], where, sid)

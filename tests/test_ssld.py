@@ -456,13 +456,27 @@ def test_accelerators_without_a_kv_cache_run_and_stay_exact():
     assert (spec.nfe <= plain.nfe).all()
 
 
-def test_bar_note_says_whether_the_intervals_overlap():
+def test_bar_note_says_overlap_is_inconclusive_and_else_which_side():
     """alpha* = 1 - 1/tau carries tau's interval; overlap with alpha's -> a note."""
     # tau in [1.08, 1.14] -> alpha* in [0.0741, 0.1228]
-    assert "overlap" in ssld.bar_note(0.06, 0.15, 1.08, 1.14)
-    assert "overlap" in ssld.bar_note(0.11, 0.20, 1.08, 1.14)  # alpha above, touching
-    assert "do not overlap" in ssld.bar_note(0.01, 0.07, 1.08, 1.14)  # below the bar
-    assert "do not overlap" in ssld.bar_note(0.13, 0.20, 1.08, 1.14)  # above it
+    for overlapping in [(0.06, 0.15), (0.11, 0.20)]:  # the second touches the bar
+        note = ssld.bar_note(*overlapping, 1.08, 1.14)
+        assert " overlap:" in note and "*inconclusive*" in note
+    below = ssld.bar_note(0.01, 0.07, 1.08, 1.14)
+    assert "do not overlap" in below and "below the bar" in below
+    assert "inconclusive" not in below
+    above = ssld.bar_note(0.13, 0.20, 1.08, 1.14)
+    assert "do not overlap" in above and "above the bar" in above
     assert "(0.0741-0.1228" in ssld.bar_note(0.01, 0.07, 1.08, 1.14)
     with pytest.raises(ValueError, match="low <= high"):
         ssld.bar_note(0.2, 0.1, 1.08, 1.14)
+
+
+def test_paper_bar_is_alpha_star_over_alpha_hi_with_a_sentence():
+    a_paper, short, note = ssld.paper_bar(4.0, 0.015)
+    assert a_paper == pytest.approx(0.75) and short == pytest.approx(50.0)
+    assert "not the verdict" in note and "50.0" in note and "short of" in note
+    _, short, note = ssld.paper_bar(4.0, 0.9)
+    assert short < 1 and "reaches" in note
+    with pytest.raises(ValueError):
+        ssld.paper_bar(0.5, 0.1)

@@ -26,6 +26,7 @@ from dlmspec_min import claims, provenance
 CSS = {
     "replicated": "#1a7f37",
     "direction only": "#9a6700",
+    claims.INCONCLUSIVE: "#0969da",
     "not replicated": "#cf222e",
     claims.NOT_REBUILT: "#6e7781",
     claims.STALE: "#8250df",
