@@ -85,21 +85,25 @@ def calculator_html(build: dict, paper: dict, script_src: str = SCRIPT_SRC) -> s
     def attr(obj) -> str:
         return html.escape(json.dumps(obj), quote=True)
 
+    def text(s: str) -> str:  # ASCII-only HTML: Greek letters as character references
+        return html.escape(s).encode("ascii", "xmlcharrefreplace").decode()
+
     rows = []
     for key, label, hint in INPUTS:
         rows.append(
-            f'<label class="calc-input"><span title="{html.escape(hint)}">'
-            f"{html.escape(label)}</span> "
+            f'<label class="calc-input"><span title="{text(hint)}">'
+            f"{text(label)}</span> "
             f'<input type="number" step="any" id="calc-{key}" name="{key}" '
             'style="width:8em" '
             f'value="{build[key]!r}"></label>'
         )
     outs = [
-        f'<tr><th scope="row">{html.escape(text)}</th>'
+        f'<tr><th scope="row">{text(label)}</th>'
         f'<td id="calc-{oid}" data-value="">&mdash;</td></tr>'
-        for oid, text in OUTPUTS
+        for oid, label in OUTPUTS
     ]
-    unreported = [k for k in KEYS if paper[k] is None]
+    labels = {k: label for k, label, _ in INPUTS}
+    unreported = [labels[k] for k in KEYS if paper[k] is None]
     note = (
         f"The paper reports no {', '.join(unreported)}: its button keeps the "
         "form's values there."
@@ -122,7 +126,7 @@ def calculator_html(build: dict, paper: dict, script_src: str = SCRIPT_SRC) -> s
             '<table class="table calc-outputs"><tbody>',
             *outs,
             "</tbody></table>",
-            f'<p class="calc-note" id="calc-note">{html.escape(note)}</p>',
+            f'<p class="calc-note" id="calc-note">{text(note)}</p>',
             f'<script src="{html.escape(script_src, quote=True)}"></script>',
             "</div>",
         ]

@@ -101,6 +101,15 @@ def _is_local(url: str) -> bool:
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
+    """The book's files; the favicon the browser asks for on its own is empty."""
+
+    def do_GET(self):
+        if self.path == "/favicon.ico" and not (HTML / "favicon.ico").exists():
+            self.send_response(204)  # not the page's request: no console error
+            self.end_headers()
+            return
+        super().do_GET()
+
     def log_message(self, *args):
         pass
 

@@ -79,7 +79,7 @@
       return "undefined";
     }
     if (!Number.isFinite(x)) {
-      return x > 0 ? "∞" : "−∞";
+      return x > 0 ? "\u221e" : "\u2212\u221e";
     }
     var a = Math.abs(x);
     if (a !== 0 && (a < 1e-3 || a >= 1e6)) {
@@ -116,10 +116,10 @@
     put(root, "a-tokens", tokens);
     put(root, "a-beats", beats, beats ? "yes" : "no");
     put(root, "alpha-star", star,
-        Number.isNaN(star) ? "undefined (τ_acc must be ≥ 1)" : undefined);
+        Number.isNaN(star) ? "undefined (\u03c4_acc must be \u2265 1)" : undefined);
     var needA = modelAAlphaNeeded(v.tau_acc, v.gamma, v.c);
     put(root, "a-needed", needA, Number.isNaN(needA)
-      ? "unreachable: even α = 1 gives at most τ_acc" : undefined);
+      ? "unreachable: even \u03b1 = 1 gives at most \u03c4_acc" : undefined);
     var needB = modelBAlphaNeeded(v.n_anchors, v.delta, v.n_draft, v.c);
     put(root, "b-needed", needB, needB > 1
       ? shown(needB) + " (unreachable: above 1)" : undefined);
@@ -127,9 +127,9 @@
     var sf = shortfall(star, v.alpha, v.alpha_hi);
     var text;
     if (sf.unbounded) {
-      text = "unbounded (α and its upper end are both 0)";
+      text = "unbounded (\u03b1 and its upper end are both 0)";
     } else if (sf.lowerBound) {
-      text = "at least " + shown(sf.value) + " (α = 0: α*/α high)";
+      text = "at least " + shown(sf.value) + " (\u03b1 = 0: \u03b1*/\u03b1 high)";
     }
     put(root, "shortfall", sf.value, text,
         {"lower-bound": sf.lowerBound, "unbounded": sf.unbounded});
