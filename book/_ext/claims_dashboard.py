@@ -88,7 +88,7 @@ def _summary(rows, registry: dict, docname: str) -> str:
     up = "../" * docname.count("/")
     kinds = [*registry["verdicts"], claims.STALE]
     counts = {k: sum(r["verdict"] == k for r in rows) for k in kinds}
-    out = ['<div class="claims-summary">', "<p><b>What this build found.</b> "]
+    out = ['<div class="claims-summary">', "<p>"]
     out.append(", ".join(f"{n} {_verdict_span(k)}" for k, n in counts.items() if n))
     out.append(f" (of {len(rows)} claims; rules and values on the "
                f'<a href="{up}book/claims.html">claims dashboard</a>).</p><ul>')
