@@ -125,3 +125,13 @@ def test_landing_page_states_what_this_build_found():
     c3 = rows["C3"]["values"]
     regime = re.search(r'class="regime">(.*?)</p>', page).group(1)
     assert f"{c3['c3_tau_acc']:.3g}" in regime and f"{paper_tau:g}" in regime
+
+
+def test_every_notebook_page_offers_its_executed_notebook():
+    for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md")):
+        page = (HTML / "notebooks" / f"{nb.stem}.html").read_text()
+        href = f"../_executed/notebooks/{nb.stem}.ipynb"
+        assert f'href="{href}" download' in page, nb.name
+        executed = HTML / "_executed" / "notebooks" / f"{nb.stem}.ipynb"
+        assert executed.exists(), f"{executed} was not copied into the book"
+        assert claims.read_glued(executed).get(provenance.FINGERPRINT_KEY)
