@@ -134,4 +134,5 @@ def test_every_notebook_page_offers_its_executed_notebook():
         assert f'href="{href}" download' in page, nb.name
         executed = HTML / "_executed" / "notebooks" / f"{nb.stem}.ipynb"
         assert executed.exists(), f"{executed} was not copied into the book"
-        assert claims.read_glued(executed).get(provenance.FINGERPRINT_KEY)
+        ran = claims.read_glued(executed.with_suffix(".glue.json"))
+        assert ran[provenance.FINGERPRINT_KEY] == provenance.fingerprint()

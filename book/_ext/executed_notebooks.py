@@ -3,7 +3,9 @@
 The theme's download menu offers the MyST source only. The executed notebook
 (outputs, glue data and all) is what a reader reruns or inspects, so every page
 that myst-nb executed gets a link to ``_executed/<page>.ipynb``, and the build
-copies those files from ``jupyter_execute`` into the HTML output at the end.
+copies those files from ``jupyter_execute`` into the HTML output at the end,
+each with its ``.glue.json`` (the recorded values, which myst-nb keeps out of
+the notebook's outputs).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def copy_notebooks(app, exception):
     if exception is not None or app.builder.format != "html":
         return
     source = _executed(app)
-    for nb in source.rglob("*.ipynb"):
+    for nb in [*source.rglob("*.ipynb"), *source.rglob("*.glue.json")]:
         target = Path(app.outdir) / FOLDER / nb.relative_to(source)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(nb, target)
