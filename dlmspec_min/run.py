@@ -131,6 +131,24 @@ def check_relations(notebook_params: dict[str, dict], values: dict[str, object])
         raise ParameterError(str(e)) from None
 
 
+def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=()):
+    """The checked values of ``-f`` files (in order), ``-F`` files (names the
+    notebook lacks skipped), then ``-p`` pairs; ``ParameterError`` on any problem."""
+    given: dict[str, object] = {}
+    for f in [*files, *shared_files]:
+        if not Path(f).exists():
+            raise ParameterError(f"no parameters file {f}")
+    for f in files:
+        given.update(read_parameters_file(f))
+    for f in shared_files:
+        shared = read_parameters_file(f)
+        given.update({k: v for k, v in shared.items() if k in declared})
+    given.update(dict(pairs))
+    values = resolve(declared, given)
+    check_relations(declared, values)
+    return values
+
+
 def describe(path: Path, notebook_params: dict[str, dict]) -> str:
     lines = [f"parameters of {path} (override with -p NAME VALUE or -f FILE.yaml):"]
     for name, p in notebook_params.items():
@@ -201,20 +219,9 @@ def main(argv=None) -> int:
         ap.print_help()
         print("\n" + describe(a.notebook, declared))
         return 0
-    given: dict[str, object] = {}
     try:
-        for f in a.parameters_file:
-            if not f.exists():
-                raise ParameterError(f"no parameters file {f}")
-            given.update(read_parameters_file(f))
-        for f in a.shared_parameters_file:
-            if not f.exists():
-                raise ParameterError(f"no parameters file {f}")
-            shared = read_parameters_file(f)
-            given.update({k: v for k, v in shared.items() if k in declared})
-        given.update(dict(a.parameter))
-        values = resolve(declared, given)
-        check_relations(declared, values)
+        values = gather(declared, a.parameters_file, a.shared_parameters_file,
+                        a.parameter)
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_PARAMETER
