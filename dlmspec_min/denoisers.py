@@ -111,12 +111,14 @@ class ModelNotAvailableError(FileNotFoundError):
     """A model that is not on this machine and may not be downloaded here."""
 
 
-def model_input_device(model) -> torch.device:
-    """The device of a model's input embeddings (else of its first parameter)."""
+def model_input_device(model) -> torch.device | None:
+    """The device of a model's input embeddings, else of its first parameter, else
+    None (a model without parameters reads its input where it is)."""
     try:
         return model.get_input_embeddings().weight.device
     except (AttributeError, NotImplementedError):
-        return next(model.parameters()).device
+        first = next(model.parameters(), None)
+        return None if first is None else first.device
 
 
 class Denoiser:
@@ -150,13 +152,17 @@ class Denoiser:
         )
 
     @property
-    def input_device(self) -> torch.device:
+    def input_device(self) -> torch.device | None:
         """Where the model reads its input ids: its input embeddings' device (with
         ``device_map="auto"`` a sharded model's layers live on several devices)."""
         return model_input_device(self.model)
 
+    def _to_input(self, x: torch.Tensor) -> torch.Tensor:
+        device = self.input_device
+        return x if device is None else x.to(device)
+
     def _raw_logits(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=x.to(self.input_device))
+        out = self.model(input_ids=self._to_input(x))
         return out.logits if hasattr(out, "logits") else out[0]  # (B, L, V)
 
     @torch.no_grad()
@@ -185,14 +191,14 @@ class Denoiser:
     def prefill(self, x: torch.Tensor):
         """Full forward (B, L) -> (logits (B, L, V), cache of every layer)."""
         self._require_cache()
-        logits, cache = self.model.prefill(x.to(self.input_device))
+        logits, cache = self.model.prefill(self._to_input(x))
         return logits.to(x.device), cache
 
     @torch.no_grad()
     def logits_window(self, x_window: torch.Tensor, start: int, cache) -> torch.Tensor:
         """Logits (B, W, V) of positions [start, start + W); the rest from ``cache``."""
         self._require_cache()
-        logits = self.model.forward_window(x_window.to(self.input_device), start, cache)
+        logits = self.model.forward_window(self._to_input(x_window), start, cache)
         return logits.to(x_window.device)
 
 
@@ -214,9 +220,9 @@ class MDLMDenoiser(Denoiser):
         super().__init__(model, mask_id, **kwargs)
 
     def _raw_logits(self, x: torch.Tensor) -> torch.Tensor:
-        device = self.input_device
-        sigma = torch.zeros(x.shape[0], device=device)  # ignored by the backbone
-        out = self.model(input_ids=x.to(device), timesteps=sigma, return_dict=True)
+        x = self._to_input(x)
+        sigma = torch.zeros(x.shape[0], device=x.device)  # ignored by the backbone
+        out = self.model(input_ids=x, timesteps=sigma, return_dict=True)
         logits = out.logits.clone()  # (B, L, V)
         logits[..., self.mask_id] = float("-inf")  # SUBS: never predict [MASK]
         return logits

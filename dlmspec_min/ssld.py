@@ -147,7 +147,7 @@ def final_hidden(denoiser, x: torch.Tensor) -> torch.Tensor:
     from .modeling import DLMForMaskedDiffusion
 
     model, device = denoiser.model, x.device
-    x = x.to(model_input_device(model))  # a sharded model reads on its first shard
+    x = x.to(model_input_device(model) or device)  # a sharded model: its first shard
     if isinstance(model, DLMForMaskedDiffusion):
         out = {}
         handle = model.norm.register_forward_hook(lambda m, i, o: out.update(h=o))
