@@ -21,10 +21,10 @@ Its details are our formalization, SPEC.md section 3 [DERIVED]:
      within clusters (its argmax token is the TOK-mode proposal).
    - ``HeadDraft``: a linear softmax head on the small denoiser's final hidden
      states, trained (``train_sid_head``, seconds, full-batch L-BFGS) to predict
-     sigma(true token) at the ANCHORS (word-initial content positions) of training windows: Brown training
-     text, never the held-out split or the target's decodes. Its inputs are
-     what SSLD sees (prompt + masks), so with a ``[BOS]`` prompt it can only
-     learn P(SID | position, content).
+     sigma(true token) at the anchors (word-initial content positions) of
+     training windows: Brown training text, never the held-out split or the
+     target's decodes. Its inputs are what SSLD sees (prompt + masks), so with
+     a ``[BOS]`` prompt it can only learn P(SID | position, content).
 3. **One verify pass** (``ssld_generate``): one target forward of the same
    visible input; anchor i is accepted iff the target's cluster-marginal
    argmax equals the drafted ID; an accepted anchor is committed as the
@@ -124,7 +124,7 @@ def continuation_mask(tokenizer, ids: torch.Tensor) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.bool, device=ids.device).reshape(ids.shape)
 
 
-def anchor_mask(tokenizer, ids: torch.Tensor, lexicon, unit: str = "word") -> torch.Tensor:
+def anchor_mask(tokenizer, ids: torch.Tensor, lexicon, unit: str = "word"):
     """(B, L) token ids -> (B, L) bool: the content anchors at ``unit`` level.
 
     ``unit="word"`` (the book's anchors): one anchor per content word, at its

@@ -276,7 +276,7 @@ def test_content_mask_with_the_tokenizer(tiny):
 
 
 def _wordpiece(pieces):
-    """A hand-built WordPiece tokenizer over ``pieces`` (``##`` marks a continuation)."""
+    """A hand-built WordPiece tokenizer over ``pieces`` (``##``: a continuation)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -336,7 +336,7 @@ def test_anchor_mask_refuses_bad_arguments(pieces):
 
 
 def test_ssld_drafts_and_verifies_word_initial_positions_only(pieces, toy_sid):
-    """With word anchors a continuation piece is never accepted: the infill writes it."""
+    """With word anchors no continuation piece is accepted: the infill writes it."""
     tok, lexicon, ids = pieces
     B, Gn = 2, G
     anchors = torch.zeros(B, Gn, dtype=torch.bool)
