@@ -124,7 +124,8 @@ def test_dashboard_rows_and_html_show_both_verdicts(tmp_path):
                                 "verdict": "inconclusive", "glued": "inconclusive"}
     page = claims_dashboard._table([row], "book/claims")
     assert "<th>secondary verdict</th>" in page
-    assert 'class="secondary-verdict" data-claim="X">piece-level anchors: ' in page
+    assert ('class="secondary-verdict" data-secondary-claim="X">'
+            "piece-level anchors: ") in page
     assert page.index(">replicated<") < page.index(">inconclusive<")
     (stale,) = claims.dashboard_rows(executed, reg, fingerprint="other")
     assert stale["verdict"] == stale["secondary"]["verdict"] == claims.STALE

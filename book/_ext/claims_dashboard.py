@@ -85,7 +85,7 @@ def _secondary_cell(r) -> str:
     sec = r.get("secondary")
     if sec is None:
         return '<td class="secondary-verdict">&mdash;</td>'
-    return (f'<td class="secondary-verdict" data-claim="{r["id"]}">'
+    return (f'<td class="secondary-verdict" data-secondary-claim="{r["id"]}">'
             f"{html.escape(sec['label'])}: {_verdict_span(sec['verdict'])}</td>")
 
 
