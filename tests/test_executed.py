@@ -133,6 +133,9 @@ def test_landing_page_states_what_this_build_found():
         ROOT / "_build" / "jupyter_execute", REGISTRY, provenance.fingerprint())}
     for cid, line in lines.items():
         assert rows[cid]["verdict"] in line
+        sec = rows[cid]["secondary"]  # the piece-level verdict, beside the headline
+        if sec is not None:
+            assert f"({sec['label']}: <span" in line and sec["verdict"] in line
         for value in rows[cid]["finding"].values():
             assert claims.format_value(value) in line
     counts = {}
