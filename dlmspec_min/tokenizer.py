@@ -10,6 +10,7 @@ their word's tag (SPEC.md section 3).
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 from .paths import models_dir
@@ -56,6 +57,26 @@ def train_tokenizer(sentences, vocab_size: int = VOCAB_SIZE):
         eos_token="[EOS]",
         mask_token="[MASK]",
     )
+
+
+# transformers 5 writes its own class name, TokenizersBackend, which 4.x does not
+# know; PreTrainedTokenizerFast loads the same tokenizer.json under both.
+PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+LOAD_ONLY_KEYS = ("is_local", "local_files_only")  # how it was loaded, not what it is
+
+
+def save_tokenizer(tokenizer, path) -> Path:
+    """``save_pretrained`` with a tokenizer_config.json that transformers 4 and 5
+    both load: the class named ``PreTrainedTokenizerFast``."""
+    path = Path(path)
+    tokenizer.save_pretrained(path)
+    config_file = path / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config["tokenizer_class"] = PORTABLE_TOKENIZER_CLASS
+    for key in LOAD_ONLY_KEYS:
+        config.pop(key, None)
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return path
 
 
 def load_tokenizer(path: Path | None = None):
