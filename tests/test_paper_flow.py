@@ -1,17 +1,16 @@
 """``make paper``: the paper-scale profiles, and the whole flow end to end at CI size.
 
-The end-to-end test runs ``make paper PAPER_OVERRIDES=tests/paper-shrink.yaml``
-into a temporary folder: every notebook executes through the runner with its
-paper-scale profile and the shrunk overrides, then the second book is built from
-the executed notebooks. Today the overrides point the models at the embedded
-ones (``dlmspec/small``).
+The end-to-end test runs ``make paper PAPER_OVERRIDES=...`` into a temporary
+folder: every notebook executes through the runner with its paper-scale profile
+and shrunk overrides, then the second book is built from the executed notebooks.
 
-TODO(stand-ins): when ``tests/standins.py::write_hub_cache(hf_home, names)``
-lands, switch ``flow_environment`` to it: lay the stand-ins out under
-``tmp_path / "hf"``, set ``HF_HOME`` there, and use ``STANDIN_SHRINK`` (the
-shrink file without its model lines), so the profiles' own registry names
-(``GSAI-ML/LLaDA-8B-Base``, ``-Instruct``) load the stand-ins' remote code
-with ``trust_remote_code: true``.
+Under the pinned transformers 4.x (the environment CI builds) the profiles' own
+registry names (``GSAI-ML/LLaDA-8B-Base``, ``-Instruct``) load the remote-code
+stand-ins of ``tests/standins.py::write_hub_cache``, laid out as a hub cache in
+a temporary ``HF_HOME``, with ``trust_remote_code: true`` as the profiles say;
+the overrides (``tests/paper-shrink.yaml`` without its model lines) shrink the
+sizes. The paper models' code needs transformers 4.x; under 5.x (an environment
+older than the pin) the same flow runs with the overrides' embedded models.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHRINK = ROOT / "tests" / "paper-shrink.yaml"
 MODEL_NAMES = ("model", "draft", "large_model", "small_model")
 PAPER_FIGURE_PROMPTS = "gsm8k:main:test:question"  # Fast-dLLM's 3.25 tokens/step
+STANDIN_NAMES = ("GSAI-ML/LLaDA-8B-Base", "GSAI-ML/LLaDA-8B-Instruct")  # the profiles'
 
 
 def shrink_without_models(dest: Path) -> Path:
@@ -44,16 +44,25 @@ def shrink_without_models(dest: Path) -> Path:
     return dest
 
 
-def flow_environment(tmp_path: Path) -> tuple[dict, Path]:
-    """Environment and overrides file of the shrunk flow (see the TODO above)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+def standins_usable() -> bool:
+    import transformers
+
+    return int(transformers.__version__.split(".")[0]) < 5
+
+
+def flow_environment(tmp_path: Path) -> tuple[dict, Path, str]:
+    """Environment, overrides file and a label of the shrunk flow."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     env.pop("DLMSPEC_ALLOW_HUB", None)
-    # with the stand-ins:
-    #   from standins import write_hub_cache
-    #   write_hub_cache(tmp_path / "hf")
-    #   env["HF_HOME"] = str(tmp_path / "hf")
-    #   return env, shrink_without_models(tmp_path / "shrink.yaml")
-    return env, SHRINK
+    if not standins_usable():
+        return env, SHRINK, "embedded models (transformers 5.x: no stand-ins)"
+    from standins import write_hub_cache
+
+    write_hub_cache(tmp_path / "hf", STANDIN_NAMES)
+    env["HF_HOME"] = str(tmp_path / "hf")
+    return env, shrink_without_models(tmp_path / "shrink.yaml"), "LLaDA stand-ins"
 
 
 def test_every_notebook_has_a_paper_profile_with_the_papers_setting(monkeypatch):
@@ -112,7 +121,7 @@ def test_every_override_is_taken_by_some_notebook():
 
 
 def test_make_paper_end_to_end_at_ci_size(tmp_path):
-    env, overrides = flow_environment(tmp_path)
+    env, overrides, label = flow_environment(tmp_path)
     out = tmp_path / "paper"
     t0 = time.perf_counter()
     proc = subprocess.run(
@@ -123,12 +132,17 @@ def test_make_paper_end_to_end_at_ci_size(tmp_path):
     elapsed = time.perf_counter() - t0
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = json.loads((out / "runs.json").read_text())
+    profiles = {nb.stem: yaml.safe_load(paper.profile_of(nb).read_text())
+                for nb in paper.notebooks()}
     assert set(runs["parameters"]) == {nb.stem for nb in paper.notebooks()}
     for stem, v in runs["parameters"].items():
         executed = out / "notebooks" / f"{stem}.ipynb"
         assert executed.is_file(), stem
         assert not executed.with_name(f"{stem}.partial.ipynb").exists(), stem
         assert v["device"] == "cpu"  # the overrides won over the profile
+        if standins_usable():  # the profile's own registry names and opt-in
+            assert v == {**v, **{k: w for k, w in profiles[stem].items()
+                                 if k in (*MODEL_NAMES, "trust_remote_code")}}
         page = out / "_build" / "html" / "notebooks" / f"{stem}.html"
         assert page.is_file(), stem
     # the executed values reach the rendered pages (glue read from the outputs)
@@ -142,4 +156,4 @@ def test_make_paper_end_to_end_at_ci_size(tmp_path):
     share = f'<span class="pasted-text">{glued["t_exact_match"]:.0%}</span> of the'
     assert share in page
     assert (out / "_build/html/index.html").is_file()
-    print(f"make paper at CI size: {elapsed:.0f} s")
+    print(f"make paper at CI size, {label}: {elapsed:.0f} s")
