@@ -3,14 +3,20 @@
 The end-to-end test runs ``make paper PAPER_OVERRIDES=...`` into a temporary
 folder: every notebook executes through the runner with its paper-scale profile
 and shrunk overrides, then the second book is built from the executed notebooks.
+By default the overrides (``tests/paper-shrink.yaml``) put the embedded models in
+place of LLaDA.
 
-Under the pinned transformers 4.x (the environment CI builds) the profiles' own
-registry names (``GSAI-ML/LLaDA-8B-Base``, ``-Instruct``) load the remote-code
-stand-ins of ``tests/standins.py::write_hub_cache``, laid out as a hub cache in
-a temporary ``HF_HOME``, with ``trust_remote_code: true`` as the profiles say;
-the overrides (``tests/paper-shrink.yaml`` without its model lines) shrink the
-sizes. The paper models' code needs transformers 4.x; under 5.x (an environment
-older than the pin) the same flow runs with the overrides' embedded models.
+With ``DLMSPEC_PAPER_STANDINS=1`` (and the pinned transformers 4.x, which the
+paper models' code needs) the profiles' own registry names
+(``GSAI-ML/LLaDA-8B-Base``, ``-Instruct``) load the remote-code stand-ins of
+``tests/standins.py::write_hub_cache`` from a temporary ``HF_HOME``, with
+``trust_remote_code: true`` as profiled, and the overrides lose their model
+lines. TODO: make that the default. Tried 2026-12-01: notebook 00 passes, then
+notebook 01 stops on its sanity check ("need both content and function tokens
+(got 80 and 0)"): the random-weight stand-ins sample almost only the
+``[unused<i>]`` fillers of their 126,464-token vocabulary, which the tagger
+counts as content. The stand-ins need an output head that favours the real
+WordPiece tokens (or the claim notebooks a way to run on noise) first.
 """
 
 from __future__ import annotations
@@ -44,10 +50,13 @@ def shrink_without_models(dest: Path) -> Path:
     return dest
 
 
-def standins_usable() -> bool:
+def use_standins() -> bool:
     import transformers
 
-    return int(transformers.__version__.split(".")[0]) < 5
+    asked = os.environ.get("DLMSPEC_PAPER_STANDINS") == "1"
+    if asked and int(transformers.__version__.split(".")[0]) >= 5:
+        pytest.skip("the stand-ins need transformers 4.x (the pinned 4.57.1)")
+    return asked
 
 
 def flow_environment(tmp_path: Path) -> tuple[dict, Path, str]:
@@ -56,8 +65,8 @@ def flow_environment(tmp_path: Path) -> tuple[dict, Path, str]:
         [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
         OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     env.pop("DLMSPEC_ALLOW_HUB", None)
-    if not standins_usable():
-        return env, SHRINK, "embedded models (transformers 5.x: no stand-ins)"
+    if not use_standins():
+        return env, SHRINK, "embedded models"
     from standins import write_hub_cache
 
     write_hub_cache(tmp_path / "hf", STANDIN_NAMES)
@@ -140,7 +149,7 @@ def test_make_paper_end_to_end_at_ci_size(tmp_path):
         assert executed.is_file(), stem
         assert not executed.with_name(f"{stem}.partial.ipynb").exists(), stem
         assert v["device"] == "cpu"  # the overrides won over the profile
-        if standins_usable():  # the profile's own registry names and opt-in
+        if label == "LLaDA stand-ins":  # the profile's own registry names and opt-in
             assert v == {**v, **{k: w for k, w in profiles[stem].items()
                                  if k in (*MODEL_NAMES, "trust_remote_code")}}
         page = out / "_build" / "html" / "notebooks" / f"{stem}.html"
