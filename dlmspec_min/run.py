@@ -162,13 +162,14 @@ def prepare(notebook: Path, given: dict[str, object]) -> dict[str, object]:
 
 
 def execute(notebook: Path, values: dict[str, object], output: Path | None = None,
-            log_output: bool = True) -> Path:
+            log_output: bool = True, announce: bool = True) -> Path:
     """Execute ``notebook`` with ``values`` (already checked, see ``prepare``) into
     ``output`` (default ``_build/papermill/<name>.ipynb``) and return that path.
 
     The run writes ``<output stem>.partial.ipynb`` and renames it only once every
     cell ran; a failing cell raises ``RunError`` naming the cell and the partial
-    file. ``log_output`` streams the notebook's own output to this process's.
+    file. ``log_output`` streams the notebook's own output to this process's;
+    ``announce`` prints what runs where (stderr) first.
     """
     import jupytext
     import papermill
@@ -179,8 +180,9 @@ def execute(notebook: Path, values: dict[str, object], output: Path | None = Non
     output = Path(output) if output else OUT_DIR / f"{notebook.stem}.ipynb"
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(f"{output.stem}.partial{output.suffix}")
-    print(f"executing {notebook} -> {output} with {values or 'the defaults'}",
-          file=sys.stderr)
+    if announce:
+        print(f"executing {notebook} -> {output} with {values or 'the defaults'}",
+              file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / f"{notebook.stem}.ipynb"
         jupytext.write(jupytext.read(notebook), source)
