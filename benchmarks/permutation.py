@@ -42,7 +42,7 @@ def default_pairs(n_samples=32, gen_length=48, K=256, seed=0):
     cfg = ssld.accelerators(gen_length, 16, 0.9, 1.0)["Fast-dLLM threshold"]
     ref = generate(target, prompt, cfg, row_generators(seed, n_samples))
     P = prompt.shape[1]
-    anchors = ssld.content_mask(tok, ref.tokens, tagger.default_lexicon())[:, P:]
+    anchors = ssld.anchor_mask(tok, ref.tokens, tagger.default_lexicon())[:, P:]
     logits = ssld.verify_logits(target, prompt, gen_length)
     verify = logits.masked_fill(sid.special, float("-inf")).argmax(-1)
     drafted = ssld.SmallMarginalDraft(draft, sid)(prompt, gen_length).tokens

@@ -156,13 +156,28 @@ def evaluate(expr: str, values: dict[str, Any]):
 
 
 def check_rules(claim_id: str, registry: dict) -> None:
-    """Refuse a claim whose rule names or ``otherwise`` are not registered kinds."""
+    """Refuse a claim whose rule names or ``otherwise`` (its own, or its
+    ``secondary:`` block's) are not registered kinds."""
     kinds = registry.get("verdicts", VERDICTS)
     claim = registry["claims"][claim_id]
-    names = [*claim["rule"], claim.get("otherwise", NOT_REPLICATED)]
-    unknown = [n for n in names if n not in kinds]
-    if unknown:
-        raise ValueError(f"{claim_id}: verdicts {unknown} are not in {kinds}")
+    blocks = [("", claim)]
+    if "secondary" in claim:
+        sec = claim["secondary"]
+        if not isinstance(sec, dict) or not {"label", "rule"} <= set(sec):
+            raise ValueError(f"{claim_id}: a secondary block needs a label and a rule")
+        blocks.append(("secondary ", sec))
+    for what, block in blocks:
+        names = [*block["rule"], block.get("otherwise", NOT_REPLICATED)]
+        unknown = [n for n in names if n not in kinds]
+        if unknown:
+            raise ValueError(f"{claim_id}: {what}verdicts {unknown} are not in {kinds}")
+
+
+def _first_that_holds(block: dict, values: dict[str, Any]) -> str:
+    for name, expr in block["rule"].items():
+        if evaluate(expr, values):
+            return name
+    return block.get("otherwise", NOT_REPLICATED)
 
 
 def verdict(claim_id: str, values: dict[str, Any], registry: dict | None = None) -> str:
@@ -173,11 +188,20 @@ def verdict(claim_id: str, values: dict[str, Any], registry: dict | None = None)
     """
     registry = registry or load_registry()
     check_rules(claim_id, registry)
+    return _first_that_holds(registry["claims"][claim_id], values)
+
+
+def secondary_verdict(claim_id: str, values: dict[str, Any],
+                      registry: dict | None = None) -> str | None:
+    """The verdict of the claim's ``secondary:`` block (label, rule, otherwise),
+    evaluated like ``verdict``; None for a claim without one. It is shown beside
+    the headline verdict (e.g. C2's on piece-level anchors), never instead."""
+    registry = registry or load_registry()
+    check_rules(claim_id, registry)
     claim = registry["claims"][claim_id]
-    for name, expr in claim["rule"].items():
-        if evaluate(expr, values):
-            return name
-    return claim.get("otherwise", NOT_REPLICATED)
+    if "secondary" not in claim:
+        return None
+    return _first_that_holds(claim["secondary"], values)
 
 
 def check_values(keys: dict, values: dict[str, Any]) -> list[str]:
@@ -223,7 +247,10 @@ def dashboard_rows(executed_dir: Path = EXECUTED_DIR, registry: dict | None = No
             "measured": {},
             "verdict": NOT_REBUILT,
             "glued_verdict": None,
+            # the secondary verdict (label, verdict) beside the headline, if any
+            "secondary": None,
         }
+        sec = claim.get("secondary")
         source_exists = (REPO_ROOT / claim["notebook"]).exists()
         if source_exists and (path.exists() or path.with_suffix(".glue.json").exists()):
             values = read_glued(path)
@@ -231,6 +258,10 @@ def dashboard_rows(executed_dir: Path = EXECUTED_DIR, registry: dict | None = No
             row["labels"] = {k: claim["keys"][k]["label"] for k in claim["headline"]}
             row["verdict"] = verdict(cid, values, registry)
             row["glued_verdict"] = values.get(f"{cid.lower()}_verdict")
+            if sec is not None:
+                row["secondary"] = {"label": sec["label"],
+                                    "verdict": secondary_verdict(cid, values, registry),
+                                    "glued": values.get(sec.get("glued", ""))}
             row["values"] = values
             row["finding"] = {k: values.get(k)
                               for k in claim.get("finding", claim["headline"][:1])}
@@ -238,6 +269,11 @@ def dashboard_rows(executed_dir: Path = EXECUTED_DIR, registry: dict | None = No
             row["commit"] = values.get(COMMIT_KEY)
             if fingerprint is not None and row["fingerprint"] != fingerprint:
                 row["verdict"] = STALE
+                if row["secondary"] is not None:
+                    row["secondary"]["verdict"] = STALE
+        elif sec is not None:
+            row["secondary"] = {"label": sec["label"], "verdict": NOT_REBUILT,
+                                "glued": None}
         rows.append(row)
     return rows
 

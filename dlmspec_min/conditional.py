@@ -15,7 +15,9 @@ held-out Brown prefixes (``order.held_out_prompts``).
   per NFE of every decoder of ``ssld.accelerators`` (threshold, + dual cache, trajectory
   speculation) on the same prompts and per-row random streams; the strongest
   has the most tokens per NFE (ties: fewer token-forwards); alpha* = 1 - 1/tau.
-- C2 (``ssld``): oracle content anchors of the target's threshold decode;
+- C2 (``ssld``): oracle content anchors of the target's threshold decode, one
+  per content word at its first piece (``ssld.anchor_mask``); the same drafts
+  scored on every content piece (``unit="piece"``) give the secondary figure;
   alpha_SID of both SID-mode drafts and of the target's own first pass, each the
   mean over several codebooks (``ssld.codebooks``, ``ssld.pooled_acceptance``). Every
   draft and the verify pass read the prompt (``ssld.visible_input`` puts it in
@@ -49,7 +51,8 @@ FIGURE_KEYS = (
     "alpha_sid", "alpha_lo", "alpha_hi", "target_first_pass", "target_first_pass_lo",
     "target_first_pass_hi", "chance", "chance_majority", "tau_acc", "tau_acc_lo",
     "tau_acc_hi", "alpha_star", "shortfall", "shortfall_is_bound", "n_anchors",
-    "prompt_length",
+    "prompt_length", "alpha_sid_piece", "alpha_piece_lo", "alpha_piece_hi",
+    "continuation_share_of_anchors",
 )
 E2E_KEYS = ("e2e_ratio", "e2e_ratio_lo", "e2e_ratio_hi", "e2e_accepted_share")
 
@@ -72,8 +75,10 @@ class KeyFigures:
     tau_lo: float
     tau_hi: float
     alpha_star: float
-    anchors: torch.Tensor  # (B, G) bool, oracle content anchors
+    anchors: torch.Tensor  # (B, G) bool, oracle content anchors (word level)
     acceptance: pd.DataFrame  # ssld.pooled_acceptance + column "c" (nan: no draft)
+    anchors_piece: torch.Tensor  # (B, G) bool, every content piece (secondary)
+    acceptance_piece: pd.DataFrame  # pooled_acceptance of the same drafts on them
     codebooks: dict[int, ssld.Codebook]  # the codebooks alpha_SID is pooled over
     best_draft: str
     alpha: float
@@ -82,6 +87,10 @@ class KeyFigures:
     chance: float  # sum_s P(s)^2 over the anchors' IDs (mean over codebooks)
     chance_majority: float  # max_s P(s), the most frequent ID (mean over codebooks)
     shortfall: ssld.Shortfall
+    alpha_piece: float = math.nan  # the best draft's alpha_SID on piece anchors
+    alpha_piece_lo: float = math.nan
+    alpha_piece_hi: float = math.nan
+    continuation_share: float = math.nan  # share of piece anchors continuing a word
     e2e: dict | None = None  # infill, ratio, low, high, accepted_share
     seconds: dict[str, float] = field(default_factory=dict)
 
@@ -151,7 +160,8 @@ def key_figures(
     t0 = time.perf_counter()
     ref = runs[next(iter(configs))]  # the plain threshold decode: oracle anchors
     tokens = ref.generated  # (B, G)
-    anchors = ssld.content_mask(tokenizer, ref.tokens, lexicon)[:, P:]  # (B, G)
+    anchors = ssld.anchor_mask(tokenizer, ref.tokens, lexicon)[:, P:]  # (B, G) words
+    pieces = ssld.anchor_mask(tokenizer, ref.tokens, lexicon, unit="piece")[:, P:]
     if not anchors.any():
         raise ValueError("the target's decode holds no content token: no anchors to "
                          "draft; decode more or longer samples")
@@ -166,6 +176,11 @@ def key_figures(
     alpha, lo, hi = (float(v) for v in table.loc[best, ["alpha", "low", "high"]])
     levels = ssld.mean_chance_levels(books, tokens, anchors)
     chance, majority = levels[ssld.CHANCE_FREQUENCY], levels[ssld.CHANCE_MAJORITY]
+    # the secondary figure: the same drafts and decode, every content piece an anchor
+    table_piece = ssld.pooled_acceptance(books, tokens, pieces, n_boot, seed)
+    a_piece, lo_piece, hi_piece = (
+        float(v) for v in table_piece.loc[best, ["alpha", "low", "high"]])
+    cont_share = float((pieces & ~anchors).sum()) / float(pieces.sum())
     seconds["drafts"] = time.perf_counter() - t0
 
     e2e = None
@@ -185,6 +200,8 @@ def key_figures(
         prompt_length=P, order=c1, order_table=table1, order_result=res1,
         accelerators=acc, runs=runs, strongest=strongest, tau_acc=tau, tau_lo=tau_lo,
         tau_hi=tau_hi, alpha_star=a_star, anchors=anchors, acceptance=table,
+        anchors_piece=pieces, acceptance_piece=table_piece, alpha_piece=a_piece,
+        alpha_piece_lo=lo_piece, alpha_piece_hi=hi_piece, continuation_share=cont_share,
         codebooks=books, best_draft=best, alpha=alpha, alpha_lo=lo, alpha_hi=hi,
         chance=chance, chance_majority=majority,
         shortfall=ssld.shortfall(a_star, alpha, hi), e2e=e2e, seconds=seconds,
@@ -215,6 +232,9 @@ def claim_values(fig: KeyFigures, prefix: str = "c6_") -> dict[str, float]:
         "alpha_star": fig.alpha_star, "shortfall": fig.shortfall.value,
         "shortfall_is_bound": int(fig.shortfall.lower_bound),
         "n_anchors": fig.n_anchors, "prompt_length": fig.prompt_length,
+        "alpha_sid_piece": fig.alpha_piece, "alpha_piece_lo": fig.alpha_piece_lo,
+        "alpha_piece_hi": fig.alpha_piece_hi,
+        "continuation_share_of_anchors": fig.continuation_share,
     }
     if fig.e2e is not None:
         v |= {"e2e_ratio": fig.e2e["ratio"], "e2e_ratio_lo": fig.e2e["low"],
@@ -242,6 +262,8 @@ def side_by_side(figures: dict[str, KeyFigures]) -> pd.DataFrame:
             ("C1: AUC P(r_content > r_function)", f.order["auc"], f.order["auc_lo"],
              f.order["auc_hi"]),
             ("C2: alpha_SID (best draft)", f.alpha, f.alpha_lo, f.alpha_hi),
+            ("C2: alpha_SID, piece-level anchors", f.alpha_piece, f.alpha_piece_lo,
+             f.alpha_piece_hi),
             ("C2: target's first-pass SID accuracy", fp["alpha"], fp["low"],
              fp["high"]),
             ("C3: tau_acc (tokens per NFE)", f.tau_acc, f.tau_lo, f.tau_hi),

@@ -96,18 +96,17 @@ def rule_inputs(claim_id: str, registry: dict) -> list[str]:
 def piece_verdict(claim_id: str, values: dict[str, Any], registry: dict) -> str:
     """The claim's piece-level verdict for one run, or ``NOT_MEASURED``.
 
-    A registry ``secondary:`` block (label, rule, otherwise) is judged like the
-    headline rule, on this run's values; without one, the verdict the run glued
-    as ``<claim>_verdict_piece``. A run that lacks the keys gives NOT_MEASURED.
+    The registry's ``secondary:`` block (piece-level anchors) is judged like the
+    headline rule, on this run's values (``claims.secondary_verdict``); a claim
+    without one gives the verdict its run glued as ``<claim>_verdict_piece``.
+    A run that lacks the keys gives NOT_MEASURED, never a silent gap.
     """
-    sec = registry["claims"][claim_id].get("secondary")
-    if sec is not None:
-        sub = {"verdicts": registry.get("verdicts", claims.VERDICTS),
-               "claims": {claim_id: sec}}
-        try:
-            return claims.verdict(claim_id, values, sub)
-        except KeyError:
-            return NOT_MEASURED
+    try:
+        found = claims.secondary_verdict(claim_id, values, registry)
+    except KeyError:  # the run did not record a key the secondary rule reads
+        return NOT_MEASURED
+    if found is not None:
+        return found
     return values.get(f"{claim_id.lower()}_verdict_piece", NOT_MEASURED)
 
 

@@ -6,8 +6,12 @@ cheap model draft the content anchors of a sequence in a compact
 representation, verify them in a single parallel pass, and infill the rest").
 Its details are our formalization, SPEC.md section 3 [DERIVED]:
 
-1. **Anchors** (``content_mask``): the content positions of the target's own
-   decode of the same prompt and seed (oracle anchors, the best case for SSLD).
+1. **Anchors** (``anchor_mask``): the content WORDS of the target's own decode
+   of the same prompt and seed (oracle anchors, the best case for SSLD), each
+   represented by its first piece; a word's continuation pieces (``##s``, an
+   unmarked BPE piece) are no anchors of their own and are left to the infill
+   (issue 14, 2026-12-01). ``unit="piece"`` gives the former definition, every
+   content position, kept as the named secondary measurement.
 2. **What the draft sees**: only what SSLD allows before infill, i.e. the
    prompt and the positions; every generated position is masked
    (``visible_input``). In SID mode a draft gives a distribution over semantic
@@ -17,10 +21,10 @@ Its details are our formalization, SPEC.md section 3 [DERIVED]:
      within clusters (its argmax token is the TOK-mode proposal).
    - ``HeadDraft``: a linear softmax head on the small denoiser's final hidden
      states, trained (``train_sid_head``, seconds, full-batch L-BFGS) to predict
-     sigma(true token) at CONTENT positions of training windows: Brown training
-     text, never the held-out split or the target's decodes. Its inputs are
-     what SSLD sees (prompt + masks), so with a ``[BOS]`` prompt it can only
-     learn P(SID | position, content).
+     sigma(true token) at the anchors (word-initial content positions) of
+     training windows: Brown training text, never the held-out split or the
+     target's decodes. Its inputs are what SSLD sees (prompt + masks), so with
+     a ``[BOS]`` prompt it can only learn P(SID | position, content).
 3. **One verify pass** (``ssld_generate``): one target forward of the same
    visible input; anchor i is accepted iff the target's cluster-marginal
    argmax equals the drafted ID; an accepted anchor is committed as the
@@ -103,6 +107,48 @@ def content_mask(tokenizer, ids: torch.Tensor, lexicon) -> torch.Tensor:
     rows = [[c == CONTENT for c in classes_of_tokens(tokenizer, r.tolist(), lexicon)]
             for r in ids.cpu()]
     return torch.tensor(rows, dtype=torch.bool, device=ids.device).reshape(ids.shape)
+
+
+ANCHOR_UNITS = ("word", "piece")  # the headline unit first
+
+
+def continuation_mask(tokenizer, ids: torch.Tensor) -> torch.Tensor:
+    """(B, L) token ids -> (B, L) bool, True where a token continues the word of the
+    token before it (``tokenizer.continues_word``: a ``##`` piece, an unmarked
+    BPE piece); word starts and special tokens are False."""
+    from .tokenizer import continues_word
+
+    if ids.dim() != 2:
+        raise ValueError(f"ids must be (batch, length), got shape {tuple(ids.shape)}")
+    rows = [continues_word(tokenizer, r.tolist()) for r in ids.cpu()]
+    return torch.tensor(rows, dtype=torch.bool, device=ids.device).reshape(ids.shape)
+
+
+def anchor_mask(tokenizer, ids: torch.Tensor, lexicon, unit: str = "word"):
+    """(B, L) token ids -> (B, L) bool: the content anchors at ``unit`` level.
+
+    ``unit="word"`` (the book's anchors): one anchor per content word, at its
+    first piece; the word's continuation pieces are not anchors. ``"piece"``:
+    every content position, continuation pieces included (``content_mask``).
+    """
+    if unit not in ANCHOR_UNITS:
+        raise ValueError(f"unknown anchor unit {unit!r}; use one of {ANCHOR_UNITS}")
+    if ids.dim() != 2:
+        raise ValueError(f"ids must be (batch, length), got shape {tuple(ids.shape)}")
+    content = content_mask(tokenizer, ids, lexicon)
+    if unit == "piece":
+        return content
+    return content & ~continuation_mask(tokenizer, ids)
+
+
+def continuation_share(tokenizer, ids: torch.Tensor, lexicon) -> float:
+    """Share of the piece-level anchors of ``ids`` (B, L) that continue a word:
+    the positions that ``unit="word"`` drops. Raises if there is no anchor."""
+    piece = anchor_mask(tokenizer, ids, lexicon, unit="piece")
+    if not piece.any():
+        raise ValueError("the sequences hold no content token: no anchors to count")
+    cont = piece & continuation_mask(tokenizer, ids)
+    return float(cont.sum()) / float(piece.sum())
 
 
 # --- cost -----------------------------------------------------------------------------
@@ -438,7 +484,9 @@ def ssld_generate(
     """Draft -> one parallel verify pass -> commit accepted anchors -> infill.
 
     ``draft`` covers every generated position (B, G); only ``anchors`` (B, G)
-    are drafted. ``mode="exact"``: accept iff the target's cluster-marginal
+    are drafted and verified: pass ``anchor_mask(..., unit="word")`` so that
+    the word-initial content positions are, and continuation pieces are left
+    to the infill. ``mode="exact"``: accept iff the target's cluster-marginal
     argmax equals the drafted SID, commit the target's best token in that
     cluster. ``mode="relaxed"``: accept iff sigma(draft token) == sigma(target
     argmax token), commit the draft's token. ``c`` = one draft forward's cost
@@ -530,20 +578,24 @@ def _training_rows(tokenizer, seq_len: int | None) -> torch.Tensor:
 
 def training_windows(
     tokenizer, lexicon, n: int, seed: int, bos_id: int | None = None,
-    seq_len: int | None = None,
+    seq_len: int | None = None, unit: str = "word",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """n Brown TRAINING windows (n, seq_len) and their content masks, seeded.
+    """n Brown TRAINING windows (n, seq_len) and their anchor masks, seeded.
 
     The windows start at sentence boundaries (``train.windows``, which puts the
     project tokenizer's [BOS] first); ``bos_id`` replaces that first token.
+    The mask is ``anchor_mask(..., unit)``: by default the head learns the IDs
+    of word-initial content positions, the ones the decoder drafts.
     """
+    if unit not in ANCHOR_UNITS:
+        raise ValueError(f"unknown anchor unit {unit!r}; use one of {ANCHOR_UNITS}")
     rows = _training_rows(tokenizer, seq_len)
     pick = np.random.default_rng(seed).choice(len(rows), size=min(n, len(rows)),
                                               replace=False)
     windows = rows[np.sort(pick)].clone()
     if bos_id is not None:
         windows[:, 0] = int(bos_id)
-    return windows, content_mask(tokenizer, windows, lexicon)
+    return windows, anchor_mask(tokenizer, windows, lexicon, unit)
 
 
 DRAFT_NAMES = (SmallMarginalDraft.name, HeadDraft.name)
@@ -598,7 +650,7 @@ class Codebook:
     seed: int
     sid: SemanticIDs
     windows: torch.Tensor  # (N, T) the head's Brown training windows
-    content: torch.Tensor  # (N, T) their content masks
+    content: torch.Tensor  # (N, T) their anchor masks (the head's training rows)
     drafters: dict  # name -> fitted draft (SmallMarginalDraft, HeadDraft)
     outputs: dict[str, Draft]  # name -> the draft's output for the prompt
     preds: dict[str, torch.Tensor]  # name -> (B, G) IDs: the drafts and FIRST_PASS
@@ -610,7 +662,7 @@ def codebooks(
     tokens: torch.Tensor, anchors: torch.Tensor, K: int, seeds: Sequence[int], *,
     levels: int = 1, n_train: int = 2048, n_boot: int = 2000, boot_seed: int = 0,
     head_kw: dict | None = None, verify: torch.Tensor | None = None,
-    seq_len: int | None = None,
+    seq_len: int | None = None, unit: str = "word",
 ) -> dict[int, Codebook]:
     """Rebuild the IDs and both drafts for each seed, on one fixed decode.
 
@@ -620,7 +672,9 @@ def codebooks(
     (``drafts_for``), the target's own first-pass guess (``verify`` (B, G, V):
     ``verify_logits`` of the prompt, computed here if None) and their
     ``acceptance_table`` on ``tokens``/``anchors`` (B, G), the target's decode.
-    ``seq_len`` sets the training windows' length (default: the models').
+    ``seq_len`` sets the training windows' length (default: the models');
+    ``unit`` the anchors the head is trained on (``anchor_mask``; pass the unit
+    of ``anchors``).
     """
     seeds = list(seeds)
     if not seeds:
@@ -635,7 +689,7 @@ def codebooks(
     for s in seeds:
         sid = semantic_ids_for(target, K, seed=s, tokenizer=tokenizer, levels=levels)
         windows, content = training_windows(tokenizer, lexicon, n_train, s, bos_id=bos,
-                                            seq_len=seq_len)
+                                            seq_len=seq_len, unit=unit)
         drafters = drafts_for(draft_denoiser, sid, windows, content, P, G,
                               **(head_kw or {}))
         outputs = {name: d(prompt, G) for name, d in drafters.items()}

@@ -152,9 +152,10 @@ def test_registry_is_complete_and_rules_use_registered_keys():
         assert c.get("otherwise", claims.NOT_REPLICATED) in reg["verdicts"]
         assert claims.NOT_REBUILT not in c["rule"], f"{cid}: a rule names it"
         claims.check_rules(cid, reg)
+        rules = [*c["rule"].values(), *c.get("secondary", {}).get("rule", {}).values()]
         names = {
             n.id
-            for expr in c["rule"].values()
+            for expr in rules
             for n in ast.walk(ast.parse(expr))
             if isinstance(n, ast.Name)
         }

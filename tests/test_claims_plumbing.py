@@ -79,3 +79,57 @@ def test_dashboard_rows_mark_unbuilt_claims(tmp_path):
     rows = claims.dashboard_rows(executed_dir=tmp_path)
     assert [r["id"] for r in rows] == [f"C{i}" for i in range(1, 9)]
     assert all(r["verdict"] == claims.NOT_REBUILT for r in rows)
+
+
+def _registry_with_secondary(tmp_path, otherwise="inconclusive"):
+    (tmp_path / "nb.md").write_text("")
+    return {"verdicts": claims.VERDICTS, "claims": {"X": {
+        "statement": "s", "paper": "p", "notebook": str(tmp_path / "nb.md"),
+        "headline": ["a"], "keys": {"a": {"label": "alpha"}},
+        "rule": {"replicated": "a < 1"},
+        "secondary": {"label": "piece-level anchors", "glued": "x_verdict_piece",
+                      "rule": {"replicated": "b < 1"}, "otherwise": otherwise}}}}
+
+
+def test_secondary_verdict_is_evaluated_beside_the_headline(tmp_path):
+    reg = _registry_with_secondary(tmp_path)
+    assert claims.verdict("X", {"a": 0, "b": 5}, reg) == "replicated"
+    assert claims.secondary_verdict("X", {"a": 0, "b": 5}, reg) == "inconclusive"
+    assert claims.secondary_verdict("X", {"a": 5, "b": 0}, reg) == "replicated"
+    reg["claims"]["X"]["secondary"]["otherwise"] = "maybe"
+    with pytest.raises(ValueError, match="secondary verdicts \\['maybe'\\]"):
+        claims.verdict("X", {"a": 0}, reg)
+    reg["claims"]["X"]["secondary"] = {"rule": {"replicated": "b < 1"}}
+    with pytest.raises(ValueError, match="needs a label and a rule"):
+        claims.secondary_verdict("X", {"b": 0}, reg)
+
+
+def test_dashboard_rows_and_html_show_both_verdicts(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(claims.REPO_ROOT / "book" / "_ext"))
+    import claims_dashboard
+
+    reg = _registry_with_secondary(tmp_path)
+    executed = tmp_path / "exec"
+    # an absolute notebook path: its executed copy lies beside it
+    glue = claims.executed_path(reg["claims"]["X"]["notebook"], executed)
+    glue = glue.with_suffix(".glue.json")
+    glue.write_text(json.dumps({
+        "a": {"data": {"text/plain": "0.5"}}, "b": {"data": {"text/plain": "3"}},
+        "x_verdict_piece": {"data": {"text/plain": "'inconclusive'"}}}))
+    (row,) = claims.dashboard_rows(executed, reg)
+    assert row["verdict"] == "replicated"
+    assert row["secondary"] == {"label": "piece-level anchors",
+                                "verdict": "inconclusive", "glued": "inconclusive"}
+    page = claims_dashboard._table([row], "book/claims")
+    assert "<th>secondary verdict</th>" in page
+    assert ('class="secondary-verdict" data-secondary-claim="X">'
+            "piece-level anchors: ") in page
+    assert page.index(">replicated<") < page.index(">inconclusive<")
+    (stale,) = claims.dashboard_rows(executed, reg, fingerprint="other")
+    assert stale["verdict"] == stale["secondary"]["verdict"] == claims.STALE
+    glue.unlink()
+    (unbuilt,) = claims.dashboard_rows(executed, reg)
+    assert unbuilt["secondary"]["verdict"] == claims.NOT_REBUILT
+    assert "&mdash;" in claims_dashboard._secondary_cell({"id": "Y", "secondary": None})

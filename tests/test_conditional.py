@@ -82,7 +82,7 @@ def _windows(tok, lexicon, n=6, seed=1):
     g = torch.Generator().manual_seed(seed)
     w = torch.randint(5, 8192, (n, P + G), generator=g)
     w[:, 0] = tok.bos_token_id
-    return w, ssld.content_mask(tok, w, lexicon)
+    return w, ssld.anchor_mask(tok, w, lexicon)
 
 
 def test_drafts_and_verify_pass_read_the_prompt(tiny):
@@ -150,6 +150,30 @@ def test_key_figures_are_consistent_and_deterministic(tiny, figures):
     assert figs["unconditional"].prompt_length == 1
 
 
+def test_word_anchors_headline_piece_anchors_beside_it(tiny, figures):
+    """alpha_SID on word anchors is the headline; the same drafts on every content
+    piece give the secondary figure; word anchors are the pieces' word starts."""
+    f = figures[0]["prompted"]
+    tok, lexicon = tiny["target"][1], tiny["lexicon"]
+    ref = f.runs["Fast-dLLM threshold"].tokens
+    assert torch.equal(f.anchors, ssld.anchor_mask(tok, ref, lexicon)[:, P:])
+    assert torch.equal(f.anchors_piece,
+                       ssld.anchor_mask(tok, ref, lexicon, unit="piece")[:, P:])
+    cont = ssld.continuation_mask(tok, ref)[:, P:]
+    assert torch.equal(f.anchors, f.anchors_piece & ~cont)
+    assert f.continuation_share == pytest.approx(
+        float((f.anchors_piece & cont).sum() / f.anchors_piece.sum()))
+    tokens = f.runs["Fast-dLLM threshold"].generated
+    again = ssld.pooled_acceptance(f.codebooks, tokens, f.anchors_piece, 100, 3)
+    assert f.alpha_piece == pytest.approx(again.loc[f.best_draft, "alpha"])
+    assert f.alpha_piece_lo <= f.alpha_piece <= f.alpha_piece_hi
+    values = conditional.claim_values(f)
+    assert values["c6_alpha_sid_piece"] == pytest.approx(f.alpha_piece)
+    sec = load_registry()["claims"]["C6"]["secondary"]
+    for expr in sec["rule"].values():
+        evaluate(expr, values)
+
+
 def test_claim_values_feed_the_c6_rule(figures):
     figs, _ = figures
     values = conditional.claim_values(figs["prompted"])
@@ -171,7 +195,7 @@ def test_side_by_side_has_every_metric_per_condition(figures):
     two = {k: figs[k] for k in ("unconditional", "prompted")}
     t = conditional.side_by_side(two)
     assert isinstance(t, pd.DataFrame)
-    assert (t.groupby("metric").size() == 2).all() and t.metric.nunique() == 7
+    assert (t.groupby("metric").size() == 2).all() and t.metric.nunique() == 8
     auc = t[(t.metric.str.startswith("C1")) & (t.condition == "prompted")].iloc[0]
     assert auc.value == pytest.approx(figs["prompted"].order["auc"])
     ok = t.dropna(subset=["low"])

@@ -45,6 +45,15 @@ def test_glued_verdict_matches_the_rule(cid):
     assert values[key] == claims.verdict(cid, values, REGISTRY)
 
 
+@pytest.mark.parametrize("cid", sorted(c for c in BUILT if "secondary" in BUILT[c]))
+def test_glued_secondary_verdict_matches_its_rule(cid):
+    """2026-12-01: the piece-level verdict beside the word-level headline."""
+    values = _values(BUILT[cid]["notebook"])
+    key = BUILT[cid]["secondary"]["glued"]
+    assert key in values, f"{cid}'s notebook does not record {key}"
+    assert values[key] == claims.secondary_verdict(cid, values, REGISTRY)
+
+
 @pytest.mark.parametrize("group", sorted(REGISTRY["checks"]))
 def test_quality_gates(group):
     check = REGISTRY["checks"][group]
@@ -69,6 +78,16 @@ def test_dashboard_shows_every_claim_with_its_computed_verdict():
             else claims.NOT_REBUILT
         )
         assert shown[cid] == expected
+    secondary = dict(re.findall(
+        r'data-secondary-claim="(C\d)">[^<]*<span[^>]*>([^<]+)</span>',
+        page.read_text()))
+    assert sorted(secondary) == sorted(c for c in REGISTRY["claims"]
+                                       if "secondary" in REGISTRY["claims"][c])
+    for cid in secondary:
+        expected = (claims.secondary_verdict(cid, _values(BUILT[cid]["notebook"]),
+                                             REGISTRY) if cid in BUILT
+                    else claims.NOT_REBUILT)
+        assert secondary[cid] == expected
 
 
 def test_every_notebook_page_was_built():
@@ -114,6 +133,9 @@ def test_landing_page_states_what_this_build_found():
         ROOT / "_build" / "jupyter_execute", REGISTRY, provenance.fingerprint())}
     for cid, line in lines.items():
         assert rows[cid]["verdict"] in line
+        sec = rows[cid]["secondary"]  # the piece-level verdict, beside the headline
+        if sec is not None:
+            assert f"({sec['label']}: <span" in line and sec["verdict"] in line
         for value in rows[cid]["finding"].values():
             assert claims.format_value(value) in line
     counts = {}

@@ -34,11 +34,23 @@ def test_judge_follows_the_registry_rule(alpha_lo, alpha_hi, expected):
     assert row["alpha_star"] == pytest.approx(1 - 1 / 2.25)
 
 
-def test_piece_verdict_glued_or_not_measured():
+def test_piece_verdict_by_the_registry_secondary_rule_or_not_measured():
     values = c2_values(0.01, 0.2, 2.0, 2.5)
+    # the run did not record the piece-level keys: said so, never skipped
     assert seeds.piece_verdict("C2", values, REGISTRY) == seeds.NOT_MEASURED
+    pieces = {"c2_alpha_piece_lo": 0.52, "c2_alpha_piece_hi": 0.7}
+    assert seeds.piece_verdict("C2", {**values, **pieces}, REGISTRY) == "inconclusive"
+    pieces = {"c2_alpha_piece_lo": 0.7, "c2_alpha_piece_hi": 0.8}
+    assert seeds.piece_verdict("C2", {**values, **pieces}, REGISTRY) == "not replicated"
+
+
+def test_piece_verdict_glued_where_the_registry_has_no_secondary_rule():
+    registry = copy.deepcopy(REGISTRY)
+    registry["claims"]["C2"].pop("secondary", None)
+    values = c2_values(0.01, 0.2, 2.0, 2.5)
+    assert seeds.piece_verdict("C2", values, registry) == seeds.NOT_MEASURED
     values["c2_verdict_piece"] = "inconclusive"
-    assert seeds.piece_verdict("C2", values, REGISTRY) == "inconclusive"
+    assert seeds.piece_verdict("C2", values, registry) == "inconclusive"
 
 
 def test_piece_verdict_from_a_secondary_block_of_the_registry():
@@ -58,12 +70,13 @@ def test_piece_verdict_from_a_secondary_block_of_the_registry():
 
 
 def test_rule_inputs_are_the_names_the_rules_read():
-    assert seeds.rule_inputs("C2", REGISTRY) == [
-        "c2_alpha_hi", "c2_alpha_lo", "c2_tau_acc_hi", "c2_tau_acc_lo"]
+    assert seeds.rule_inputs("C2", REGISTRY) == [  # headline and piece-level rules
+        "c2_alpha_hi", "c2_alpha_lo", "c2_alpha_piece_hi", "c2_alpha_piece_lo",
+        "c2_tau_acc_hi", "c2_tau_acc_lo"]
     assert "c3_e2e_ratio_lo" in seeds.rule_inputs("C3", REGISTRY)
     assert {"c6_auc", "c6_auc_p"} <= set(seeds.rule_inputs("C6", REGISTRY))
     values = c2_values(0.01, 0.2, 2.0, 2.5)
-    only = {k: values[k] for k in seeds.rule_inputs("C2", REGISTRY)}
+    only = {k: values[k] for k in seeds.rule_inputs("C2", REGISTRY) if k in values}
     assert claims.verdict("C2", only, REGISTRY) == "direction only"
 
 

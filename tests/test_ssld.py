@@ -275,6 +275,87 @@ def test_content_mask_with_the_tokenizer(tiny):
     assert got.tolist() == [[False, False, True, False]]
 
 
+def _wordpiece(pieces):
+    """A hand-built WordPiece tokenizer over ``pieces`` (``##``: a continuation)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {p: i for i, p in enumerate(["[PAD]", "[UNK]", "[BOS]", *pieces])}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]",
+                                   unk_token="[UNK]", bos_token="[BOS]")
+
+
+@pytest.fixture(scope="module")
+def pieces():
+    """Row 0: [BOS] the dog ##s bark ##ed . / row 1: [BOS] un ##bark ##ed the dog ."""
+    tok = _wordpiece(["the", "dog", "##s", "bark", "##ed", "un", "##bark", "."])
+    lexicon = Lexicon(exact={}, lower={"the": FUNCTION, "dogs": CONTENT,
+                                       "barked": CONTENT, "unbarked": CONTENT,
+                                       "dog": CONTENT})
+    v = tok.get_vocab()
+    rows = [["[BOS]", "the", "dog", "##s", "bark", "##ed", "."],
+            ["[BOS]", "un", "##bark", "##ed", "the", "dog", "."]]
+    ids = torch.tensor([[v[p] for p in r] for r in rows])
+    return tok, lexicon, ids
+
+
+def test_anchor_mask_word_and_piece_units(pieces):
+    tok, lexicon, ids = pieces
+    F, T = False, True
+    piece = [[F, F, T, T, T, T, F], [F, T, T, T, F, T, F]]
+    word = [[F, F, T, F, T, F, F], [F, T, F, F, F, T, F]]
+    assert ssld.anchor_mask(tok, ids, lexicon, unit="piece").tolist() == piece
+    assert ssld.anchor_mask(tok, ids, lexicon).tolist() == word  # "word" is the default
+    assert ssld.content_mask(tok, ids, lexicon).tolist() == piece
+    assert ssld.continuation_mask(tok, ids).tolist() == [
+        [F, F, F, T, F, T, F], [F, F, T, T, F, F, F]]
+    # 8 piece anchors, 4 of them continue a word (##s, ##ed, ##bark, ##ed)
+    assert ssld.continuation_share(tok, ids, lexicon) == 0.5
+    # a word is one anchor: every word anchor starts a distinct content word
+    from dlmspec_min.tokenizer import word_ids
+    for r, row in enumerate(ids.tolist()):
+        w = word_ids(tok, row)
+        starts = [w[j] for j in range(len(row)) if word[r][j]]
+        assert len(starts) == len(set(starts)) == len(
+            {w[j] for j in range(len(row)) if piece[r][j]})
+
+
+def test_anchor_mask_refuses_bad_arguments(pieces):
+    tok, lexicon, ids = pieces
+    with pytest.raises(ValueError, match="unknown anchor unit 'token'"):
+        ssld.anchor_mask(tok, ids, lexicon, unit="token")
+    with pytest.raises(ValueError, match="ids must be"):
+        ssld.anchor_mask(tok, ids[0], lexicon)
+    with pytest.raises(ValueError, match="no content token"):
+        ssld.continuation_share(tok, ids[:1, :2], lexicon)
+    with pytest.raises(ValueError, match="unknown anchor unit"):
+        ssld.training_windows(tok, lexicon, 2, 0, unit="pieces")
+
+
+def test_ssld_drafts_and_verifies_word_initial_positions_only(pieces, toy_sid):
+    """With word anchors no continuation piece is accepted: the infill writes it."""
+    tok, lexicon, ids = pieces
+    B, Gn = 2, G
+    anchors = torch.zeros(B, Gn, dtype=torch.bool)
+    anchors[:, :6] = ssld.anchor_mask(tok, ids, lexicon)[:, 1:]
+    target = ToyDenoiser()
+    prompt = make_prompt(B, 2)
+    cfg = DecodeConfig(gen_length=Gn, block_length=BL, rule="threshold", threshold=0.5)
+    logits = ssld.verify_logits(target, prompt, Gn)
+    t_sids = ssld.target_cluster_argmax(logits, toy_sid)
+    log_probs = torch.nn.functional.one_hot(t_sids, toy_sid.n_clusters).double().log()
+    draft = ssld.Draft("perfect", log_probs, torch.zeros(B, Gn, dtype=torch.long), 0.0)
+    res = ssld.ssld_generate(target, prompt, draft, anchors, toy_sid, cfg, c=0.0)
+    assert torch.equal(res.accepted, anchors)  # a perfect draft: every anchor accepted
+    piece = torch.zeros_like(anchors)
+    piece[:, :6] = ssld.anchor_mask(tok, ids, lexicon, unit="piece")[:, 1:]
+    assert not (res.accepted & piece & ~anchors).any()
+    assert int(res.n_anchors.sum()) == 4 < int(piece.sum()) == 8
+
+
 def test_end_to_end_on_tiny_models_is_deterministic(tiny):
     (target, tok), (draft_den, _) = tiny["target"], tiny["draft"]
     sid = semantic_ids_for(target, 8, seed=0, tokenizer=tok)

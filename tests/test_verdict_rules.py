@@ -184,3 +184,45 @@ def test_registry_lists_five_kinds():
                                "not replicated", "not yet rebuilt"]
     for cid in REG["claims"]:
         claims.check_rules(cid, REG)
+
+
+# --- 2026-12-01 (item 4): the piece-level verdict beside the word-level headline -----
+
+PIECE = {  # claim -> (its piece-level alpha_lo key, alpha_hi key)
+    "C2": ("c2_alpha_piece_lo", "c2_alpha_piece_hi"),
+    "C3": ("c3_alpha_piece_lo", "c3_alpha_piece_hi"),
+    "C6": ("c6_alpha_piece_lo", "c6_alpha_piece_hi"),
+    "C7": ("c7_alpha_piece_lo_large", "c7_alpha_piece_hi_large"),
+}
+MAKE = {"C2": c2, "C3": c3, "C6": c6, "C7": c7}
+
+
+def with_pieces(cid, word, piece):
+    """Word-level values giving ``word``, piece-level ones giving ``piece``."""
+    values = MAKE[cid](*ALPHA[word])
+    lo_key, hi_key = PIECE[cid]
+    return values | {lo_key: ALPHA[piece][0], hi_key: ALPHA[piece][1]}
+
+
+@pytest.mark.parametrize("cid", list(PIECE))
+@pytest.mark.parametrize("kind", list(ALPHA))
+def test_piece_level_secondary_gives_each_kind_on_its_own_keys(cid, kind):
+    # the headline reads the word-level keys only, the secondary the piece keys only
+    other = "not replicated" if kind != "not replicated" else "replicated"
+    values = with_pieces(cid, other, kind)
+    assert claims.secondary_verdict(cid, values, REG) == kind
+    assert v(cid, values) == other
+
+
+def test_secondary_blocks_are_piece_level_and_only_on_bar_claims():
+    have = {cid for cid, c in REG["claims"].items() if "secondary" in c}
+    assert have == set(PIECE)
+    for cid in have:
+        sec = REG["claims"][cid]["secondary"]
+        assert sec["label"] == "piece-level anchors"
+        assert sec["glued"] == f"{cid.lower()}_verdict_piece"
+        assert list(sec["rule"]) == list(REG["claims"][cid]["rule"])  # same form
+        for expr in sec["rule"].values():
+            assert "piece" in expr
+            claims.evaluate(expr, with_pieces(cid, "replicated", "inconclusive"))
+    assert claims.secondary_verdict("C1", c1(0.7, 0.65, 0.75), REG) is None

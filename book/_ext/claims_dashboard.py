@@ -54,7 +54,8 @@ def _table(rows, docname: str) -> str:
     out = [
         '<table class="table claims-dashboard">',
         "<thead><tr><th>claim</th><th>statement</th><th>paper</th>"
-        "<th>this build</th><th>verdict</th></tr></thead><tbody>",
+        "<th>this build</th><th>verdict</th><th>secondary verdict</th>"
+        "</tr></thead><tbody>",
     ]
     for r in rows:
         link = up + str(Path(r["notebook"]).with_suffix(".html"))
@@ -72,15 +73,32 @@ def _table(rows, docname: str) -> str:
             f"<td>{html.escape(str(r['paper']))}</td><td>{measured}</td>"
             f'<td class="verdict" data-claim="{r["id"]}" '
             f'style="color:{color};font-weight:bold">'
-            f"{r['verdict']}</td></tr>"
+            f"{r['verdict']}</td>{_secondary_cell(r)}</tr>"
         )
     out.append("</tbody></table>")
     return "\n".join(out)
 
 
+def _secondary_cell(r) -> str:
+    """The secondary verdict's cell (e.g. C2 on piece-level anchors): shown beside
+    the headline, never replacing it; a dash for claims without one."""
+    sec = r.get("secondary")
+    if sec is None:
+        return '<td class="secondary-verdict">&mdash;</td>'
+    return (f'<td class="secondary-verdict" data-secondary-claim="{r["id"]}">'
+            f"{html.escape(sec['label'])}: {_verdict_span(sec['verdict'])}</td>")
+
+
 def _verdict_span(verdict: str) -> str:
     color = CSS.get(verdict, "#000")
     return f'<span style="color:{color};font-weight:bold">{html.escape(verdict)}</span>'
+
+
+def _secondary_note(r) -> str:
+    sec = r.get("secondary")
+    if sec is None:
+        return ""
+    return f" ({html.escape(sec['label'])}: {_verdict_span(sec['verdict'])})"
 
 
 def _summary(rows, registry: dict, docname: str) -> str:
@@ -104,7 +122,7 @@ def _summary(rows, registry: dict, docname: str) -> str:
         out.append(f'<li class="claim-line" data-claim="{r["id"]}">'
                    f'<a href="{link}">{r["id"]}</a>: {found} (paper: '
                    f"{html.escape(str(r['paper']))}) &rarr; "
-                   f"{_verdict_span(r['verdict'])}</li>")
+                   f"{_verdict_span(r['verdict'])}{_secondary_note(r)}</li>")
     out.append("</ul>")
     c3 = next((r for r in rows if r["id"] == "C3"), None)
     paper_tau = registry["checks"]["trajectory"]["paper"]["fast_dllm_tokens_per_step"]
