@@ -18,6 +18,7 @@ only with an explicit ``trust_remote_code=True``.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +107,33 @@ PAPER_MODELS: dict[str, ModelSpec] = {
 }
 EMBEDDED_MODELS = tuple(EMBEDDED_PREFIX + s for s in EMBEDDED_SIZES)
 
+# How a config.json names a paper model's family: by its model_type, by an
+# architecture, or by the module its auto_map points to. Members of one family
+# share code, mask id, shift and special ids, so any member's spec serves.
+FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
+    # family: (model_type, (architectures, auto_map modules), registry name)
+    "llada": ("llada", ("LLaDAModelLM", "modeling_llada"), "GSAI-ML/LLaDA-8B-Base"),
+    "dream": ("dream", ("DreamModel", "modeling_dream"), "Dream-org/Dream-v0-Base-7B"),
+    "mdlm": ("mdlm", ("MDLM", "modeling_mdlm"), "kuleshov-group/mdlm-owt"),
+}
+
+
+def family_of(config: dict) -> str | None:
+    """The paper-model family a config.json names ("llada", "dream", "mdlm") or None."""
+    model_type = str(config.get("model_type", "")).lower()
+    names = set(config.get("architectures") or [])
+    modules = {str(v).split(".")[0] for v in (config.get("auto_map") or {}).values()}
+    for family, (mtype, markers, _) in FAMILIES.items():
+        if model_type == mtype or names & set(markers) or modules & set(markers):
+            return family
+    return None
+
+
+def spec_for_config(config: dict) -> ModelSpec | None:
+    """The registry spec of the family a config.json names, else None."""
+    family = family_of(config)
+    return None if family is None else PAPER_MODELS[FAMILIES[family][2]]
+
 
 class ModelNotAvailableError(FileNotFoundError):
     """A model that is not on this machine and may not be downloaded here."""
@@ -116,8 +144,11 @@ class Denoiser:
 
     Any model whose ``model(input_ids=x)`` returns ``.logits`` (B, L, V) fits:
     ``AutoModelForMaskedLM`` (BERT, RoBERTa, ModernBERT, the embedded model) and
-    the LLaDA / Dream remote code. The model is put in eval mode.
+    the LLaDA / Dream remote code. The model is put in eval mode. ``spec`` is the
+    registry entry a paper model was loaded by (its special ids), else None.
     """
+
+    spec: ModelSpec | None = None
 
     def __init__(
         self,
@@ -233,15 +264,59 @@ def _mask_id(tokenizer, config) -> int:
     )
 
 
+def _read_config(path: Path) -> dict:
+    try:
+        return json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):  # no or unreadable config: transformers says why
+        return {}
+
+
+def _wrap(spec: ModelSpec, model):
+    """The denoiser a registry spec prescribes, with the spec attached."""
+    vocab = getattr(model.config, "vocab_size", None)
+    if isinstance(vocab, int) and spec.mask_id >= vocab:
+        raise ValueError(
+            f"the config names {spec.name}'s family, but its vocabulary ({vocab}) has "
+            f"no mask id {spec.mask_id}; build Denoiser(model, mask_id=...) yourself"
+        )
+    if spec.kind == "mdlm":
+        den = MDLMDenoiser(model, spec.mask_id)
+    else:
+        den = Denoiser(model, spec.mask_id, shifted=spec.shifted)
+    den.spec = spec
+    return den
+
+
+def _refuse_remote_code(what: str):
+    raise ValueError(
+        f"{what} runs its own Python code; opt in explicitly with "
+        "load_denoiser(..., trust_remote_code=True) after reading that code"
+    )
+
+
 def _from_local_dir(path: Path, trust_remote_code: bool, device, dtype):
     import transformers
 
     from . import modeling  # noqa: F401  (registers the embedded model type)
 
-    model = transformers.AutoModelForMaskedLM.from_pretrained(
+    config = _read_config(path)
+    spec = spec_for_config(config)
+    if spec is None and config.get("auto_map"):
+        raise ValueError(
+            f"{path} holds remote code of a model this package does not know "
+            f"(model_type {config.get('model_type')!r}); load it yourself and wrap "
+            "it: Denoiser(model, mask_id=..., shifted=...) (shifted=True if the "
+            "logits at j predict token j + 1)"
+        )
+    if spec is not None and spec.trust_remote_code and not trust_remote_code:
+        _refuse_remote_code(f"{path} (a {family_of(config)} checkpoint)")
+    auto = getattr(transformers, spec.auto_class if spec else "AutoModelForMaskedLM")
+    model = auto.from_pretrained(
         path, trust_remote_code=trust_remote_code, local_files_only=True, dtype=dtype
     ).to(device)
     tokenizer = _local_tokenizer(path)
+    if spec is not None:
+        return _wrap(spec, model), tokenizer
     return Denoiser(model, _mask_id(tokenizer, model.config)), tokenizer
 
 
@@ -278,10 +353,7 @@ def _load_registry(spec: ModelSpec, trust_remote_code: bool, device, dtype):
             f"it with transformers.{spec.auto_class}.from_pretrained"
         )
     if spec.trust_remote_code and not trust_remote_code:
-        raise ValueError(
-            f"{spec.name!r} runs its own Python code from the hub; opt in explicitly "
-            "with load_denoiser(..., trust_remote_code=True) after reading that code"
-        )
+        _refuse_remote_code(f"{spec.name!r} (from the hub)")
     import transformers
 
     allow_hub = os.environ.get(ALLOW_HUB_ENV) == "1"
@@ -308,10 +380,7 @@ def _load_registry(spec: ModelSpec, trust_remote_code: bool, device, dtype):
             f"Face cache (HF_HOME) here and rerun; or set {ALLOW_HUB_ENV}=1 to let "
             f"this call download it. ({type(e).__name__}: {e})"
         ) from e
-    model = model.to(device)
-    if spec.kind == "mdlm":
-        return MDLMDenoiser(model, spec.mask_id), tokenizer
-    return Denoiser(model, spec.mask_id, shifted=spec.shifted), tokenizer
+    return _wrap(spec, model.to(device)), tokenizer
 
 
 def known_model_names() -> list[str]:
@@ -332,7 +401,10 @@ def load_denoiser(
     ``name_or_path``: an embedded model (``dlmspec/small|base|large``, from
     ``paths.models_dir()``), a paper-scale model in ``PAPER_MODELS`` (from the
     local Hugging Face cache; ``DLMSPEC_ALLOW_HUB=1`` allows downloading), or a
-    local directory loadable with ``AutoModelForMaskedLM``.
+    local directory: one whose ``config.json`` names LLaDA, Dream or MDLM (by
+    ``model_type``, ``architectures`` or ``auto_map``) loads as its registry
+    entry (auto class, mask id, shift; remote code only with
+    ``trust_remote_code=True``), any other with ``AutoModelForMaskedLM``.
     """
     name = str(name_or_path)
     if name in EMBEDDED_MODELS:

@@ -49,6 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from .paths import cache_dir
+from .tokenizer import save_tokenizer
 
 SMOLLM2 = "smollm2-135m"
 GPT2 = "gpt2"
@@ -256,12 +257,13 @@ def convert_smollm2(dest: Path) -> Path:
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        save_tokenizer(tokenizer, tmp)
         marker = {
             "source": f"{SMOLLM2_PIN}/{gguf.name}",
             "gguf_sha256": SMOLLM2_GGUF_SHA256,
             "gguf_bytes": gguf.stat().st_size,
             "dtype": str(model.dtype),
+            "transformers": transformers_version(),
         }
         (tmp / CACHE_MARKER).write_text(json.dumps(marker, indent=1))
         try:
@@ -275,6 +277,27 @@ def convert_smollm2(dest: Path) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return dest
+
+
+def transformers_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
+def cache_is_stale(path: Path) -> bool:
+    """True if the cache at ``path`` was converted under another transformers.
+
+    Saved configs differ between versions, silently: transformers 5 writes
+    ``rope_parameters``, which 4.57 ignores, falling back to rope_theta 10000
+    instead of SmolLM2's 100000 (perplexity 362 instead of 336 on the same
+    held-out Brown sentences). A cache without a recorded version is stale too.
+    """
+    try:
+        marker = json.loads((path / CACHE_MARKER).read_text())
+    except (OSError, ValueError):
+        return False  # incomplete or corrupt: _load_cached says what to do
+    return marker.get("transformers") != transformers_version()
 
 
 def _load_cached(path: Path):
@@ -334,6 +357,8 @@ def load_judge(name: str = SMOLLM2, device: str | torch.device = "cpu") -> Judge
     else:
         path = judge_cache_dir(name)
         source = "cache"
+        if path.exists() and cache_is_stale(path):
+            shutil.rmtree(path)  # ours to rebuild: converted under another version
         if not path.exists():
             convert_smollm2(path)
             source = "gguf-conversion"

@@ -10,6 +10,7 @@ their word's tag (SPEC.md section 3).
 from __future__ import annotations
 
 import functools
+import json
 from pathlib import Path
 
 from .paths import models_dir
@@ -56,6 +57,38 @@ def train_tokenizer(sentences, vocab_size: int = VOCAB_SIZE):
         eos_token="[EOS]",
         mask_token="[MASK]",
     )
+
+
+# transformers 5 saves its generic fast tokenizer as TokenizersBackend, a name 4.x
+# does not know; PreTrainedTokenizerFast loads the same tokenizer.json under both.
+V5_GENERIC_CLASS = "TokenizersBackend"
+PORTABLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+LOAD_ONLY_KEYS = ("is_local", "local_files_only")  # how it was loaded, not what it is
+
+
+def make_tokenizer_config_portable(path) -> bool:
+    """Rewrite ``path/tokenizer_config.json`` so that transformers 4 and 5 both
+    load it (v5's generic class renamed, load-time keys dropped); True if changed."""
+    config_file = Path(path) / "tokenizer_config.json"
+    if not config_file.exists():
+        return False
+    config = json.loads(config_file.read_text())
+    before = dict(config)
+    if config.get("tokenizer_class") == V5_GENERIC_CLASS:
+        config["tokenizer_class"] = PORTABLE_TOKENIZER_CLASS
+    for key in LOAD_ONLY_KEYS:
+        config.pop(key, None)
+    if config == before:
+        return False
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    return True
+
+
+def save_tokenizer(tokenizer, path) -> Path:
+    """``save_pretrained``, then ``make_tokenizer_config_portable``."""
+    tokenizer.save_pretrained(path)
+    make_tokenizer_config_portable(path)
+    return Path(path)
 
 
 def load_tokenizer(path: Path | None = None):

@@ -28,7 +28,14 @@ import torch
 from .corpus import brown_dataset
 from .modeling import DLMConfig, DLMForMaskedDiffusion
 from .paths import models_dir
-from .tokenizer import BOS_ID, MASK_ID, load_tokenizer, tokenizer_dir, train_tokenizer
+from .tokenizer import (
+    BOS_ID,
+    MASK_ID,
+    load_tokenizer,
+    save_tokenizer,
+    tokenizer_dir,
+    train_tokenizer,
+)
 
 SEQ_LEN = 64  # [BOS] + 63 tokens
 STORAGE_DTYPE = torch.float16  # committed weights: half the bytes; loaded as float32
@@ -311,7 +318,7 @@ def train(
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         tmp = Path(tmp) / size
         model.to(STORAGE_DTYPE).save_pretrained(tmp)
-        tok.save_pretrained(tmp)
+        save_tokenizer(tok, tmp)
         (tmp / "train_log.jsonl").write_text(
             "".join(json.dumps(h) + "\n" for h in history)
         )
@@ -347,7 +354,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     if a.tokenizer:
         tok = train_tokenizer(brown_dataset("train")["words"])
-        tok.save_pretrained(a.out or tokenizer_dir())
+        save_tokenizer(tok, a.out or tokenizer_dir())
         print(f"tokenizer with {len(tok)} tokens saved to {a.out or tokenizer_dir()}")
     if a.size:
         hp = {k: getattr(a, k) for k in TRAIN_DEFAULTS}

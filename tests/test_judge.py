@@ -163,7 +163,21 @@ def test_corrupt_cache_says_to_delete_it(monkeypatch, tmp_path, marker):
     cached.mkdir(parents=True)
     (cached / "config.json").write_text("{not json")
     if marker:
-        (cached / judge_mod.CACHE_MARKER).write_text(json.dumps({"source": "test"}))
+        marker_data = {"source": "test",
+                       "transformers": judge_mod.transformers_version()}
+        (cached / judge_mod.CACHE_MARKER).write_text(json.dumps(marker_data))
     with pytest.raises(JudgeUnavailable, match="delete it") as info:
         load_judge()
     assert str(cached) in str(info.value)
+
+
+@pytest.mark.parametrize(("recorded", "stale"), [("current", False), ("0.0.1", True),
+                                                 (None, True)])
+def test_cache_from_another_transformers_is_stale(tmp_path, recorded, stale):
+    marker = {"source": "test"}
+    if recorded is not None:
+        marker["transformers"] = (judge_mod.transformers_version()
+                                  if recorded == "current" else recorded)
+    (tmp_path / judge_mod.CACHE_MARKER).write_text(json.dumps(marker))
+    assert judge_mod.cache_is_stale(tmp_path) is stale
+    assert not judge_mod.cache_is_stale(tmp_path / "missing")  # incomplete: not stale

@@ -1,0 +1,1 @@
+"""Stand-in of Dream's remote code (tests only)."""

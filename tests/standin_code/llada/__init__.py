@@ -1,0 +1,1 @@
+"""Stand-in of LLaDA's remote code (tests only)."""
