@@ -107,6 +107,24 @@ def _float_list(v):
     return None if ok else "must be a non-empty list of numbers in (0, 1]"
 
 
+def _seed_list(v):
+    ok = (isinstance(v, list) and v and len(set(v)) == len(v)
+          and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in v))
+    return None if ok else "must be a non-empty list of distinct integers >= 0"
+
+
+def _claim_list(v):
+    ok = (isinstance(v, list) and v and len(set(v)) == len(v)
+          and all(isinstance(c, str) for c in v))
+    return None if ok else "must be a non-empty list of distinct claim ids, e.g. ['C2']"
+
+
+def _sizes(v):
+    ok = isinstance(v, dict) and all(
+        isinstance(k, str) and isinstance(p, dict) for k, p in v.items())
+    return None if ok else "must map claim ids to {parameter: value} dicts"
+
+
 # Rules by parameter name, shared by every notebook.
 RULES: dict[str, Callable[[Any], str | None]] = {
     "model": _model_name,
@@ -160,6 +178,9 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "n_tau": _positive_int,  # samples decoded by every accelerator for tau_acc (07)
     "n_bins": _positive_int,  # equal-count bins of a per-anchor measure (08)
     "n_side": _positive_int,  # samples of the side decodes (08)
+    "seeds": _seed_list,  # seeds every claim is rerun at (10)
+    "claims": _claim_list,  # claims rerun (10)
+    "sizes": _sizes,  # each claim's reduced sizes, its notebook's parameters (10)
 }
 
 _TYPES = {"int": int, "float": float, "str": str, "bool": bool}
@@ -251,6 +272,19 @@ def _n_tau(values):
     return None if n_tau <= n else f"n_tau={n_tau} must not exceed n_samples={n}"
 
 
+def _seed_plan(values):
+    """The seed page's claims are registered for it, and each has sizes that its
+    notebook's runner accepts (names, types, values, relations)."""
+    from . import claims, seeds
+
+    try:
+        seeds.prepare_runs(values["claims"], values["seeds"], values["sizes"],
+                           claims.load_registry())
+    except ValueError as e:
+        return str(e)
+    return None
+
+
 # Constraints between parameters: (names involved, check). A check runs when a
 # notebook has every name it involves, after each value passed its own rule.
 RELATIONS: list[tuple[tuple[str, ...], Callable[[dict], str | None]]] = [
@@ -258,6 +292,7 @@ RELATIONS: list[tuple[tuple[str, ...], Callable[[dict], str | None]]] = [
     (("draft",), _draft_vocabulary),
     (("gen_length",), _fits_context),
     (("n_tau", "n_samples"), _n_tau),
+    (("claims", "seeds", "sizes"), _seed_plan),
 ]
 
 

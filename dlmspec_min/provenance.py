@@ -19,6 +19,11 @@ cached run carries another fingerprint than the build's, the dashboard shows
 *stale* for such a verdict, and the tests fail on it. The commit is recorded
 for the reader, not compared: a commit that changes none of the above re-runs
 nothing.
+
+A page whose numbers come from running other notebooks (the seed page runs
+the claim chapters) also depends on their sources, which neither the cache key
+nor the fingerprint sees: it calls ``record_sources(files)``, and a run whose
+glued digest is not the checkout's is stale in the same way.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ FINGERPRINT_KEY = "provenance_fingerprint"
 COMMIT_KEY = "provenance_commit"
 SHORT = 16  # hex digits shown and compared
 COMPONENTS = ("code", "models", "fetched", "registry", "packages")
+SOURCES_KEY = "provenance_sources"  # digest of the notebooks a page runs
+SOURCE_FILES_KEY = "provenance_source_files"  # their paths, comma-separated
 
 
 def _hash_files(files, root: Path) -> str:
@@ -116,23 +123,58 @@ def record_provenance() -> dict[str, str]:
             COMMIT_KEY: record(COMMIT_KEY, commit())}
 
 
-def cached_fingerprint(nb) -> str | None:
-    """The fingerprint glued in an executed notebook (nbformat node or dict)."""
+def sources_digest(files: list[str], root: Path = REPO_ROOT) -> str:
+    """A short digest over the given repository files (path and bytes)."""
+    h = hashlib.sha256()
+    for f in sorted(files):
+        h.update(f.encode() + b"\0")
+        h.update(hashlib.sha256((Path(root) / f).read_bytes()).digest())
+    return h.hexdigest()[:SHORT]
+
+
+def record_sources(files: list[str]) -> str:
+    """Glue the digest of the notebooks (repository paths) this page runs."""
+    from .claims import record
+
+    record(SOURCE_FILES_KEY, ",".join(sorted(files)))
+    return record(SOURCES_KEY, sources_digest(files))
+
+
+def sources_current(glued: dict, root: Path = REPO_ROOT) -> bool:
+    """False if ``glued`` names source files whose digest is no longer the one
+    recorded (a page that records none is current by this test)."""
+    files = glued.get(SOURCE_FILES_KEY)
+    if not files:
+        return True
+    try:
+        return glued.get(SOURCES_KEY) == sources_digest(files.split(","), root)
+    except OSError:  # a source that no longer exists
+        return False
+
+
+def _glued_in(nb, keys) -> dict:
+    from .claims import _value_of
+
+    found = {}
     for cell in nb["cells"]:
         for out in cell.get("outputs", []):
-            meta = out.get("metadata", {}).get("scrapbook", {})
-            if meta.get("name") == FINGERPRINT_KEY:
-                from .claims import _value_of
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name in keys:
+                found[name] = _value_of(out)
+    return found
 
-                return _value_of(out)
-    return None
+
+def cached_fingerprint(nb) -> str | None:
+    """The fingerprint glued in an executed notebook (nbformat node or dict)."""
+    return _glued_in(nb, {FINGERPRINT_KEY}).get(FINGERPRINT_KEY)
 
 
 def invalidate_stale(cache_path: Path, current: str) -> list[str]:
     """Drop every jupyter-cache record whose notebook ran under another fingerprint.
 
     Returns the source paths (``uri``) of the dropped records, so the caller can
-    mark their documents outdated. A record with no fingerprint counts as stale.
+    mark their documents outdated. A record with no fingerprint counts as stale,
+    and so does one whose recorded sources (``record_sources``) changed.
     """
     from jupyter_cache import get_cache
 
@@ -142,7 +184,8 @@ def invalidate_stale(cache_path: Path, current: str) -> list[str]:
     dropped = []
     for rec in cache.list_cache_records():
         nb = cache.get_cache_bundle(rec.pk).nb
-        if cached_fingerprint(nb) != current:
+        glued = _glued_in(nb, {FINGERPRINT_KEY, SOURCES_KEY, SOURCE_FILES_KEY})
+        if glued.get(FINGERPRINT_KEY) != current or not sources_current(glued):
             cache.remove_cache(rec.pk)
             dropped.append(rec.uri)
     return dropped

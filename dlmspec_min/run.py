@@ -159,6 +159,72 @@ def describe(path: Path, notebook_params: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+class RunError(RuntimeError):
+    pass
+
+
+def declared_parameters(notebook: Path) -> dict[str, dict]:
+    """The notebook's parameters cell; ``ParameterError`` if it cannot be read."""
+    try:
+        return params.notebook_parameters(notebook)
+    except Exception as e:  # jupytext/nbformat raise many kinds on a bad file
+        reason = " ".join(str(e).split())[:300] or type(e).__name__
+        if str(notebook) not in reason:
+            reason = f"cannot read notebook {notebook}: {reason}"
+        raise ParameterError(reason) from None
+
+
+def prepare(notebook: Path, given: dict[str, object]) -> dict[str, object]:
+    """``given`` checked against ``notebook``'s parameters cell (names, types,
+    values, relations); ``ParameterError`` (one line) otherwise."""
+    declared = declared_parameters(notebook)
+    values = resolve(declared, given)
+    check_relations(declared, values)
+    return values
+
+
+def execute(notebook: Path, values: dict[str, object], output: Path | None = None,
+            log_output: bool = True, announce: bool = True) -> Path:
+    """Execute ``notebook`` with ``values`` (already checked, see ``prepare``) into
+    ``output`` (default ``_build/papermill/<name>.ipynb``) and return that path.
+
+    The run writes ``<output stem>.partial.ipynb`` and renames it only once every
+    cell ran; a failing cell raises ``RunError`` naming the cell and the partial
+    file. ``log_output`` streams the notebook's own output to this process's;
+    ``announce`` prints what runs where (stderr) first.
+    """
+    import jupytext
+    import papermill
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # clean notebook output
+
+    notebook = Path(notebook)
+    output = Path(output) if output else OUT_DIR / f"{notebook.stem}.ipynb"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    partial = output.with_name(f"{output.stem}.partial{output.suffix}")
+    if announce:
+        print(f"executing {notebook} -> {output} with {values or 'the defaults'}",
+              file=sys.stderr)
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / f"{notebook.stem}.ipynb"
+        jupytext.write(jupytext.read(notebook), source)
+        try:
+            papermill.execute_notebook(
+                str(source),
+                str(partial),
+                parameters=values,
+                kernel_name="python3",
+                cwd=str(notebook.resolve().parent),
+                log_output=log_output,
+                progress_bar=False,
+            )
+        except papermill.PapermillExecutionError as e:
+            raise RunError(f"{notebook} failed in cell {e.exec_count}: {e.ename}: "
+                           f"{e.evalue} (the partial run is {partial})") from None
+    os.replace(partial, output)
+    return output
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m dlmspec_min.run",
@@ -208,12 +274,9 @@ def main(argv=None) -> int:
         print(f"error: no notebook {a.notebook}", file=sys.stderr)
         return EXIT_BAD_PARAMETER
     try:
-        declared = params.notebook_parameters(a.notebook)
-    except Exception as e:  # jupytext/nbformat raise many kinds on a bad file
-        reason = " ".join(str(e).split())[:300] or type(e).__name__
-        if str(a.notebook) not in reason:
-            reason = f"cannot read notebook {a.notebook}: {reason}"
-        print(f"error: {reason}", file=sys.stderr)
+        declared = declared_parameters(a.notebook)
+    except ParameterError as e:
+        print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_PARAMETER
     if a.help:
         ap.print_help()
@@ -225,37 +288,11 @@ def main(argv=None) -> int:
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_PARAMETER
-
-    import jupytext
-    import papermill
-
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # clean notebook output
-
-    output = a.output or OUT_DIR / f"{a.notebook.stem}.ipynb"
-    output.parent.mkdir(parents=True, exist_ok=True)
-    partial = output.with_name(f"{output.stem}.partial{output.suffix}")
-    print(
-        f"executing {a.notebook} -> {output} with {values or 'the defaults'}",
-        file=sys.stderr,
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(tmp) / f"{a.notebook.stem}.ipynb"
-        jupytext.write(jupytext.read(a.notebook), source)
-        try:
-            papermill.execute_notebook(
-                str(source),
-                str(partial),
-                parameters=values,
-                kernel_name="python3",
-                cwd=str(a.notebook.resolve().parent),
-                log_output=True,
-                progress_bar=False,
-            )
-        except papermill.PapermillExecutionError as e:
-            print(f"error: {a.notebook} failed in cell {e.exec_count}: {e.ename}: "
-                  f"{e.evalue} (the partial run is {partial})", file=sys.stderr)
-            return 1
-    os.replace(partial, output)
+    try:
+        output = execute(a.notebook, values, a.output)
+    except RunError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     glued = claims.read_glued(output)
     for k, v in glued.items():
         print(f"{k} = {claims.format_value(v)}")

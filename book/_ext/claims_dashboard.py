@@ -150,8 +150,8 @@ def _provenance(rows, current: str, commit: str, docname: str) -> str:
            '<table class="table provenance"><thead><tr><th>page</th>'
            "<th>fingerprint it ran under</th><th>commit it ran at</th><th>state</th>"
            "</tr></thead><tbody>"]
-    for doc, fp, at in rows:
-        state = "current" if fp == current else claims.STALE
+    for doc, fp, at, sources_current in rows:
+        state = "current" if fp == current and sources_current else claims.STALE
         out.append(f'<tr><td><a href="{up}{doc}.html">{html.escape(doc)}</a></td>'
                    f"<td><code>{html.escape(str(fp))}</code></td>"
                    f"<td><code>{html.escape(str(at))}</code></td>"
@@ -166,7 +166,8 @@ def _provenance_rows(executed: Path):
         values = claims.read_glued(glue)
         doc = str(glue.relative_to(executed)).removesuffix(".glue.json")
         rows.append((doc, values.get(provenance.FINGERPRINT_KEY),
-                     values.get(provenance.COMMIT_KEY)))
+                     values.get(provenance.COMMIT_KEY),
+                     provenance.sources_current(values)))  # notebooks it ran (10)
     return rows
 
 

@@ -6,7 +6,9 @@ library, weights, data or packages no longer give. Before Sphinx reads any
 page, this extension computes the build's fingerprint
 (``dlmspec_min.provenance``), drops every cache record glued with another one
 (or with none), and marks those notebooks outdated, so myst-nb executes them
-afresh. A build of unchanged sources re-executes nothing.
+afresh. A page that runs other notebooks (``provenance.record_sources``) is
+executed again when one of them changed. A build of unchanged sources
+re-executes nothing.
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ def cache_path(app) -> Path:
     return Path(app.outdir).parent / ".jupyter_cache"
 
 
-def _glued_fingerprint(executed: Path, docname: str) -> str | None:
+def _is_stale(executed: Path, docname: str, current: str) -> bool:
+    """The page's last run glued another fingerprint, or sources that changed."""
     glue = executed / f"{docname}.glue.json"
     if not glue.exists():
-        return None
-    return claims.read_glued(glue).get(provenance.FINGERPRINT_KEY)
+        return False
+    glued = claims.read_glued(glue)
+    return (glued.get(provenance.FINGERPRINT_KEY) != current
+            or not provenance.sources_current(glued))
 
 
 def stale_docs(app, env, added, changed, removed):
@@ -41,12 +46,12 @@ def stale_docs(app, env, added, changed, removed):
     docs = {doc for doc in map(env.path2doc, dropped) if doc}
     executed = Path(app.outdir).parent / "jupyter_execute"
     for doc in env.found_docs:
-        glued = _glued_fingerprint(executed, doc)
-        if glued is not None and glued != current:
+        if _is_stale(executed, doc, current):
             docs.add(doc)
     if docs:
         logger.info(f"[freshness] {len(docs)} notebook(s) ran under another "
-                    f"fingerprint than this build's ({current}); executing them "
+                    f"fingerprint than this build's ({current}) or ran notebooks "
+                    f"that changed since; executing them "
                     f"again: {', '.join(sorted(docs))}")
     return sorted(docs)
 
