@@ -39,8 +39,17 @@ BOOK = REPO_ROOT / "book" / "paper"
 OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 
 
+# numbered notebooks that the paper-scale run leaves out, and why
+NOT_AT_PAPER_SCALE = {
+    "10_seeds": "reruns C2, C3 and C6 at several seeds on the embedded models (its "
+                "own reduced sizes); at paper scale that is three more 8B runs each",
+}
+
+
 def notebooks() -> list[Path]:
-    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.md"))
+    """The notebooks ``make paper`` runs: every numbered one but NOT_AT_PAPER_SCALE."""
+    return [nb for nb in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.md"))
+            if nb.stem not in NOT_AT_PAPER_SCALE]
 
 
 def profile_of(notebook: Path) -> Path:

@@ -99,6 +99,14 @@ def test_every_notebook_has_a_paper_profile_with_the_papers_setting(monkeypatch)
         assert values[stem]["prompt_source"] == PAPER_FIGURE_PROMPTS
 
 
+def test_every_numbered_notebook_is_profiled_or_left_out_with_a_reason():
+    numbered = {nb.stem for nb in (ROOT / "notebooks").glob("[0-9][0-9]_*.md")}
+    profiled = {p.stem for p in paper.PROFILES.glob("*.yaml")}
+    assert profiled == {nb.stem for nb in paper.notebooks()}
+    assert numbered == profiled | set(paper.NOT_AT_PAPER_SCALE)
+    assert all(paper.NOT_AT_PAPER_SCALE.values())
+
+
 def test_without_hub_access_the_gsm8k_profiles_are_refused_in_one_line(monkeypatch):
     monkeypatch.delenv("DLMSPEC_ALLOW_HUB", raising=False)
     with pytest.raises(run.ParameterError, match=r"^03_win_condition.md: .*"
