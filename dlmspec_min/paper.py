@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,14 +119,25 @@ def execute(out: Path, overrides: Path | None, values: dict[str, dict]):
     return seconds
 
 
+def _main_book_only(text: str, values: dict[str, dict]) -> str:
+    """The formalization chapter's links to pages this book lacks (the claims
+    registry, the seed page) become plain text naming the main book's page."""
+    here = {"book/formalization", *(f"notebooks/{stem}" for stem in values)}
+
+    def link(m):
+        target = m.group(1)
+        doc = target[1:] if target.startswith("/") else f"book/{target}"
+        return m.group(0) if doc in here else f"`{doc}` (in the main book)"
+
+    return re.sub(r"\{doc\}`([^`<>]+)`", link, text)
+
+
 def build_book(out: Path, overrides: Path | None, values, seconds) -> Path:
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(BOOK / name, out / name)
     (out / "book").mkdir(exist_ok=True)
     text = (REPO_ROOT / "book" / "formalization.md").read_text()
-    # the claims registry page is the main book's only
-    text = text.replace("{doc}`claims`", "claims page of the main book")
-    (out / "book" / "formalization.md").write_text(text)
+    (out / "book" / "formalization.md").write_text(_main_book_only(text, values))
     static = cache_dir() / "static"
     if static.is_dir():  # MathJax, fetched by `make data`
         shutil.copytree(static, out / "_static", dirs_exist_ok=True)
