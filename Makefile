@@ -14,7 +14,7 @@ export HF_HUB_DISABLE_PROGRESS_BARS := 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: setup data book test lint clean full-clean
+.PHONY: setup data book paper test lint clean full-clean
 
 $(STAMP): pyproject.toml
 	@echo "== creating $(VENV) with $(PYTHON) and installing (torch first, CPU build)"
@@ -40,6 +40,17 @@ book: data
 	$(VENV)/bin/jupyter-book build . -W --keep-going $$full; \
 	touch _build/.complete
 	@echo "== the book is at file://$(CURDIR)/_build/html/index.html"
+
+# The paper-scale run (a GPU and the paper's models needed; see README): every
+# notebook with its profile notebooks/profiles/paper/NN_name.yaml, then a second
+# book from the executed notebooks in $(PAPER_DIR)/_build/html (the main book is
+# not touched). PAPER_OVERRIDES=file.yaml applies one more parameter file to every
+# notebook (tests/paper-shrink.yaml: the CI-sized flow). DLMSPEC_ALLOW_HUB=1 lets
+# the runs download models and data sets (it lifts the offline switches above).
+PAPER_DIR ?= _build/paper
+PAPER_OVERRIDES ?=
+paper: data
+	$(PY) -m dlmspec_min.paper --out $(PAPER_DIR) $(if $(PAPER_OVERRIDES),--overrides $(PAPER_OVERRIDES))
 
 test: book
 	$(PY) -m pytest -q

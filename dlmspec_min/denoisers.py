@@ -139,6 +139,16 @@ class ModelNotAvailableError(FileNotFoundError):
     """A model that is not on this machine and may not be downloaded here."""
 
 
+def model_input_device(model) -> torch.device | None:
+    """The device of a model's input embeddings, else of its first parameter, else
+    None (a model without parameters reads its input where it is)."""
+    try:
+        return model.get_input_embeddings().weight.device
+    except (AttributeError, NotImplementedError):
+        first = next(model.parameters(), None)
+        return None if first is None else first.device
+
+
 class Denoiser:
     """Wraps a model so that ``logits(x)`` is position-aligned, without gradients.
 
@@ -172,14 +182,24 @@ class Denoiser:
             f"mask_id={self.mask_id}, shifted={self.shifted})"
         )
 
+    @property
+    def input_device(self) -> torch.device | None:
+        """Where the model reads its input ids: its input embeddings' device (with
+        ``device_map="auto"`` a sharded model's layers live on several devices)."""
+        return model_input_device(self.model)
+
+    def _to_input(self, x: torch.Tensor) -> torch.Tensor:
+        device = self.input_device
+        return x if device is None else x.to(device)
+
     def _raw_logits(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=x)
+        out = self.model(input_ids=self._to_input(x))
         return out.logits if hasattr(out, "logits") else out[0]  # (B, L, V)
 
     @torch.no_grad()
     def logits(self, x: torch.Tensor) -> torch.Tensor:
-        """Position-aligned logits: (B, L) -> (B, L, V)."""
-        logits = self._raw_logits(x)  # (B, L, V)
+        """Position-aligned logits on ``x``'s device: (B, L) -> (B, L, V)."""
+        logits = self._raw_logits(x).to(x.device)  # (B, L, V); the last shard's device
         if self.shifted:  # Dream: row j holds the prediction for j + 1
             logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
         return logits
@@ -202,13 +222,15 @@ class Denoiser:
     def prefill(self, x: torch.Tensor):
         """Full forward (B, L) -> (logits (B, L, V), cache of every layer)."""
         self._require_cache()
-        return self.model.prefill(x)
+        logits, cache = self.model.prefill(self._to_input(x))
+        return logits.to(x.device), cache
 
     @torch.no_grad()
     def logits_window(self, x_window: torch.Tensor, start: int, cache) -> torch.Tensor:
         """Logits (B, W, V) of positions [start, start + W); the rest from ``cache``."""
         self._require_cache()
-        return self.model.forward_window(x_window, start, cache)
+        logits = self.model.forward_window(self._to_input(x_window), start, cache)
+        return logits.to(x_window.device)
 
 
 class MDLMDenoiser(Denoiser):
@@ -229,6 +251,7 @@ class MDLMDenoiser(Denoiser):
         super().__init__(model, mask_id, **kwargs)
 
     def _raw_logits(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._to_input(x)
         sigma = torch.zeros(x.shape[0], device=x.device)  # ignored by the backbone
         out = self.model(input_ids=x, timesteps=sigma, return_dict=True)
         logits = out.logits.clone()  # (B, L, V)
@@ -294,7 +317,13 @@ def _refuse_remote_code(what: str):
     )
 
 
-def _from_local_dir(path: Path, trust_remote_code: bool, device, dtype):
+def _placed(model, device, device_map):
+    """A model loaded with ``device_map`` is where accelerate put it; else move it."""
+    return model if device_map is not None else model.to(device)
+
+
+def _from_local_dir(path: Path, trust_remote_code: bool, device, dtype,
+                    device_map=None):
     import transformers
 
     from . import modeling  # noqa: F401  (registers the embedded model type)
@@ -311,16 +340,17 @@ def _from_local_dir(path: Path, trust_remote_code: bool, device, dtype):
     if spec is not None and spec.trust_remote_code and not trust_remote_code:
         _refuse_remote_code(f"{path} (a {family_of(config)} checkpoint)")
     auto = getattr(transformers, spec.auto_class if spec else "AutoModelForMaskedLM")
-    model = auto.from_pretrained(
-        path, trust_remote_code=trust_remote_code, local_files_only=True, dtype=dtype
-    ).to(device)
+    model = _placed(auto.from_pretrained(
+        path, trust_remote_code=trust_remote_code, local_files_only=True, dtype=dtype,
+        device_map=device_map,
+    ), device, device_map)
     tokenizer = _local_tokenizer(path)
     if spec is not None:
         return _wrap(spec, model), tokenizer
     return Denoiser(model, _mask_id(tokenizer, model.config)), tokenizer
 
 
-def _load_embedded(name: str, device, dtype):
+def _load_embedded(name: str, device, dtype, device_map=None):
     size = name[len(EMBEDDED_PREFIX) :]
     path = models_dir() / size
     if not (path / "config.json").exists():
@@ -330,7 +360,7 @@ def _load_embedded(name: str, device, dtype):
         )
     try:  # weights are stored in float16 (size in git); compute in float32
         denoiser, tokenizer = _from_local_dir(
-            path, False, device, dtype or torch.float32
+            path, False, device, dtype or torch.float32, device_map
         )
     except (OSError, ValueError, RuntimeError) as e:
         raise ModelNotAvailableError(
@@ -346,7 +376,8 @@ def _load_embedded(name: str, device, dtype):
     return denoiser, tokenizer
 
 
-def _load_registry(spec: ModelSpec, trust_remote_code: bool, device, dtype):
+def _load_registry(spec: ModelSpec, trust_remote_code: bool, device, dtype,
+                   device_map=None):
     if spec.role != "denoiser":
         raise ValueError(
             f"{spec.name!r} is the {spec.role} ({spec.notes}), not a denoiser; load "
@@ -364,6 +395,7 @@ def _load_registry(spec: ModelSpec, trust_remote_code: bool, device, dtype):
             trust_remote_code=spec.trust_remote_code,
             local_files_only=not allow_hub,
             dtype=dtype,
+            device_map=device_map,
         )
         tokenizer = transformers.AutoTokenizer.from_pretrained(
             spec.tokenizer or spec.name,
@@ -380,7 +412,26 @@ def _load_registry(spec: ModelSpec, trust_remote_code: bool, device, dtype):
             f"Face cache (HF_HOME) here and rerun; or set {ALLOW_HUB_ENV}=1 to let "
             f"this call download it. ({type(e).__name__}: {e})"
         ) from e
-    return _wrap(spec, model.to(device)), tokenizer
+    return _wrap(spec, _placed(model, device, device_map)), tokenizer
+
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _torch_dtype(dtype):
+    """None, a torch dtype, or one of DTYPES / "none" -> a torch dtype or None."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "none":
+        return None
+    if dtype not in DTYPES:
+        raise ValueError(
+            f"dtype {dtype!r} must be one of {', '.join(DTYPES)} or 'none'")
+    return getattr(torch, dtype)
+
+
+def _device_map(device_map):
+    return None if device_map in (None, "none") else device_map
 
 
 def known_model_names() -> list[str]:
@@ -394,7 +445,8 @@ def load_denoiser(
     *,
     trust_remote_code: bool = False,
     device="cpu",
-    dtype: torch.dtype | None = None,
+    dtype: torch.dtype | str | None = None,
+    device_map: str | dict | None = None,
 ):
     """Load a denoiser and its tokenizer (None if none is saved with local weights).
 
@@ -405,15 +457,23 @@ def load_denoiser(
     ``model_type``, ``architectures`` or ``auto_map``) loads as its registry
     entry (auto class, mask id, shift; remote code only with
     ``trust_remote_code=True``), any other with ``AutoModelForMaskedLM``.
+
+    ``dtype``: a torch dtype or its name (``"bfloat16"``; ``"none"``/None: the
+    checkpoint's own, float32 for the embedded models). ``device_map``: given to
+    ``from_pretrained`` (``"auto"`` shards a model over the GPUs with accelerate;
+    ``"none"``/None: load, then move to ``device``); a placed model is not moved,
+    and ``Denoiser`` feeds it on its input embeddings' device.
     """
     name = str(name_or_path)
+    dtype, device_map = _torch_dtype(dtype), _device_map(device_map)
     if name in EMBEDDED_MODELS:
-        return _load_embedded(name, device, dtype)
+        return _load_embedded(name, device, dtype, device_map)
     if name in PAPER_MODELS:
-        return _load_registry(PAPER_MODELS[name], trust_remote_code, device, dtype)
+        return _load_registry(PAPER_MODELS[name], trust_remote_code, device, dtype,
+                              device_map)
     if name.startswith(EMBEDDED_PREFIX) or not Path(name).is_dir():
         known = ", ".join(known_model_names())
         raise ValueError(
             f"unknown model {name!r}: not a local directory and not one of {known}"
         )
-    return _from_local_dir(Path(name), trust_remote_code, device, dtype)
+    return _from_local_dir(Path(name), trust_remote_code, device, dtype, device_map)

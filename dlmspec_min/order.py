@@ -78,21 +78,28 @@ def held_out_prompts(tokenizer, n: int, length: int, seed: int = 0) -> torch.Ten
     """
     from .corpus import brown_dataset
 
+    texts = [" ".join(w) for w in brown_dataset("test")["words"]]
+    return prefix_prompts(tokenizer, texts, n, length, seed, "held-out sentences")
+
+
+def prefix_prompts(tokenizer, texts, n: int, length: int, seed: int = 0,
+                   what: str = "texts") -> torch.Tensor:
+    """(n, length): the start token, then the first tokens of texts in a seeded
+    order (texts with too few tokens are skipped)."""
     start = unconditional_prompt(tokenizer, 1)[0].tolist()
     body = length - len(start)
     if not (isinstance(n, int) and n >= 1 and isinstance(length, int) and body >= 1):
         raise ValueError(f"need n >= 1 and length > {len(start)} (the start token), "
                          f"got n={n!r}, length={length!r}")
-    words = brown_dataset("test")["words"]
-    order = np.random.default_rng(seed).permutation(len(words))
+    order = np.random.default_rng(seed).permutation(len(texts))
     rows = []
     for i in order:
-        ids = tokenizer(" ".join(words[i]), add_special_tokens=False)["input_ids"]
+        ids = tokenizer(texts[i], add_special_tokens=False)["input_ids"]
         if len(ids) >= body:
             rows.append(start + ids[:body])
             if len(rows) == n:
                 return torch.tensor(rows, dtype=torch.long)
-    raise ValueError(f"only {len(rows)} held-out sentences have {body} tokens")
+    raise ValueError(f"only {len(rows)} {what} have {body} tokens (need {n})")
 
 
 def row_generators(

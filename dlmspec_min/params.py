@@ -78,6 +78,12 @@ def _device(v):
     )
 
 
+def _prompt_source(v):
+    from .prompts import check_source
+
+    return check_source(v)
+
+
 def _choices(*options):
     def check(v):
         return (
@@ -147,7 +153,12 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "temperature": _nonneg_float,
     "quality_bound": _fraction,
     "device": _device,
-    "dtype": _choices("float32", "bfloat16", "float16"),
+    "dtype": _choices("float32", "bfloat16", "float16", "none"),  # none: checkpoint's
+    "device_map": lambda v: (  # given to from_pretrained; "auto" shards (accelerate)
+        None if v in ("none", "auto") or (isinstance(v, str) and DEVICE_RE.match(v))
+        else "must be 'none', 'auto' or a device ('cpu', 'cuda', 'cuda:N', 'mps')"
+    ),
+    "prompt_source": _prompt_source,  # bos | brown | a datasets dataset (03, 09)
     "trust_remote_code": lambda v: (
         None if isinstance(v, bool) else "must be true or false"
     ),

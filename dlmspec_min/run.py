@@ -2,16 +2,20 @@
 
     python -m dlmspec_min.run notebooks/02_anchor_acceptance.md -p n_samples 512
     python -m dlmspec_min.run notebooks/07_strong_model.md \
-        -f notebooks/profiles/paper-scale.yaml
+        -f notebooks/profiles/paper/07_strong_model.yaml -f shrink.yaml
+    python -m dlmspec_min.run notebooks/01_easy_first.md -F overrides-for-all.yaml
     python -m dlmspec_min.run notebooks/01_easy_first.md --help    # its parameters
 
 The MyST text notebook is read with jupytext and executed with papermill into
 ``_build/papermill/<name>.ipynb`` (parameters injected after the ``parameters``
 cell). Names, types and values are checked before anything runs: an unknown
 name, a bad value, a malformed parameters file or an unreadable notebook is one
-line on stderr and exit code 2. The notebook executes into a ``.partial``
-file that is renamed only when every cell ran, so an interrupted or failed run
-never leaves a file that passes for a finished one. The recorded claim values
+line on stderr and exit code 2. Several ``-f`` files apply in order (later
+ones win), then ``-F`` files, then ``-p``. A ``-F`` file is one set of
+overrides for every notebook (``make paper``'s ``PAPER_OVERRIDES``): names this
+notebook does not take are skipped, not refused. The notebook executes into a
+``.partial`` file that is renamed only when every cell ran, so an interrupted or
+failed run never leaves a file that passes for a finished one. The recorded claim values
 and verdicts are printed at the end.
 """
 
@@ -127,6 +131,24 @@ def check_relations(notebook_params: dict[str, dict], values: dict[str, object])
         raise ParameterError(str(e)) from None
 
 
+def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=()):
+    """The checked values of ``-f`` files (in order), ``-F`` files (names the
+    notebook lacks skipped), then ``-p`` pairs; ``ParameterError`` on any problem."""
+    given: dict[str, object] = {}
+    for f in [*files, *shared_files]:
+        if not Path(f).exists():
+            raise ParameterError(f"no parameters file {f}")
+    for f in files:
+        given.update(read_parameters_file(f))
+    for f in shared_files:
+        shared = read_parameters_file(f)
+        given.update({k: v for k, v in shared.items() if k in declared})
+    given.update(dict(pairs))
+    values = resolve(declared, given)
+    check_relations(declared, values)
+    return values
+
+
 def describe(path: Path, notebook_params: dict[str, dict]) -> str:
     lines = [f"parameters of {path} (override with -p NAME VALUE or -f FILE.yaml):"]
     for name, p in notebook_params.items():
@@ -226,7 +248,16 @@ def main(argv=None) -> int:
         type=Path,
         action="append",
         default=[],
-        help="YAML file of parameters (applied before -p)",
+        help="YAML file of parameters (several: later ones win; applied before -p)",
+    )
+    ap.add_argument(
+        "-F",
+        "--shared-parameters-file",
+        type=Path,
+        action="append",
+        default=[],
+        help="YAML file of parameters for many notebooks: names this notebook does "
+        "not take are skipped (applied after -f, before -p)",
     )
     ap.add_argument("-o", "--output", type=Path, help="executed notebook path")
     ap.add_argument(
@@ -251,15 +282,9 @@ def main(argv=None) -> int:
         ap.print_help()
         print("\n" + describe(a.notebook, declared))
         return 0
-    given: dict[str, object] = {}
     try:
-        for f in a.parameters_file:
-            if not f.exists():
-                raise ParameterError(f"no parameters file {f}")
-            given.update(read_parameters_file(f))
-        given.update(dict(a.parameter))
-        values = resolve(declared, given)
-        check_relations(declared, values)
+        values = gather(declared, a.parameters_file, a.shared_parameters_file,
+                        a.parameter)
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_PARAMETER

@@ -189,9 +189,11 @@ def final_hidden(denoiser, x: torch.Tensor) -> torch.Tensor:
     The embedded model exposes them through a hook on its final norm; other
     models through ``output_hidden_states=True``.
     """
+    from .denoisers import model_input_device
     from .modeling import DLMForMaskedDiffusion
 
-    model = denoiser.model
+    model, device = denoiser.model, x.device
+    x = x.to(model_input_device(model) or device)  # a sharded model: its first shard
     if isinstance(model, DLMForMaskedDiffusion):
         out = {}
         handle = model.norm.register_forward_hook(lambda m, i, o: out.update(h=o))
@@ -204,7 +206,7 @@ def final_hidden(denoiser, x: torch.Tensor) -> torch.Tensor:
         h = model(input_ids=x, output_hidden_states=True).hidden_states[-1]
     if getattr(denoiser, "shifted", False):
         h = torch.cat([h[:, :1], h[:, :-1]], dim=1)
-    return h.float()  # (B, L, D)
+    return h.float().to(device)  # (B, L, D)
 
 
 def visible_features(

@@ -21,7 +21,7 @@ from dlmspec_min.tagger import CONTENT, FUNCTION, PUNCT, SPECIAL
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "07_strong_model.md"
-PROFILE = ROOT / "notebooks" / "profiles" / "paper-scale.yaml"
+PROFILE = ROOT / "notebooks" / "profiles" / "paper" / "07_strong_model.yaml"
 TINY_VOCAB, TINY_MASK = 24, 4
 
 

@@ -228,3 +228,34 @@ def test_parameters_that_disagree_are_one_line_before_any_work(
 def test_relations_hold_for_every_notebook_default():
     for nb in sorted((run.REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.md")):
         run.check_relations(params.notebook_parameters(nb), {})
+
+
+def test_later_parameter_files_win_and_shared_files_skip_unknown_names(
+    notebook, tmp_path, monkeypatch
+):
+    seen = {}
+
+    def fake_execute(source, output, parameters, **kw):
+        seen.update(parameters)
+        raise SystemExit(0)  # stop before any output is read
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    first, second, shared = (tmp_path / f"{n}.yaml" for n in ("a", "b", "s"))
+    first.write_text("n_samples: 4\nthreshold: 0.5\n")
+    second.write_text("n_samples: 6\n")
+    shared.write_text("threshold: 0.7\nn_windows: 3\nnot_a_parameter: 1\n")
+    with pytest.raises(SystemExit):
+        run.main([str(notebook), "-f", str(first), "-f", str(second),
+                  "-F", str(shared), "-p", "K_sweep", "[8]"])
+    assert seen == {"n_samples": 6, "threshold": 0.7, "K_sweep": [8]}
+
+
+def test_a_shared_file_is_validated_and_must_exist(notebook, tmp_path, no_execution,
+                                                   capsys):
+    shared = tmp_path / "s.yaml"
+    shared.write_text("n_samples: 0\nn_windows: 3\n")
+    assert run.main([str(notebook), "-F", str(shared)]) == run.EXIT_BAD_PARAMETER
+    assert "n_samples=0" in capsys.readouterr().err
+    missing = str(tmp_path / "none.yaml")
+    assert run.main([str(notebook), "-F", missing]) == run.EXIT_BAD_PARAMETER
+    assert f"no parameters file {missing}" in capsys.readouterr().err

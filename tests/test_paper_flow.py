@@ -1,0 +1,176 @@
+"""``make paper``: the paper-scale profiles, and the whole flow end to end at CI size.
+
+The end-to-end test runs ``make paper PAPER_OVERRIDES=...`` into a temporary
+folder: every notebook executes through the runner with its paper-scale profile
+and shrunk overrides, then the second book is built from the executed notebooks.
+By default the overrides (``tests/paper-shrink.yaml``) put the embedded models in
+place of LLaDA.
+
+With ``DLMSPEC_PAPER_STANDINS=1`` (and the pinned transformers 4.x, which the
+paper models' code needs) the profiles' own registry names
+(``GSAI-ML/LLaDA-8B-Base``, ``-Instruct``) load the remote-code stand-ins of
+``tests/standins.py::write_hub_cache`` from a temporary ``HF_HOME``, with
+``trust_remote_code: true`` as profiled, and the overrides lose their model
+lines. TODO: make that the default. Tried 2026-12-01: notebook 00 passes, then
+notebook 01 stops on its sanity check ("need both content and function tokens
+(got 80 and 0)"): the random-weight stand-ins sample almost only the
+``[unused<i>]`` fillers of their 126,464-token vocabulary, which the tagger
+counts as content. The stand-ins need an output head that favours the real
+WordPiece tokens (or the claim notebooks a way to run on noise) first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dlmspec_min import paper, params, run
+from dlmspec_min.denoisers import PAPER_MODELS
+
+ROOT = Path(__file__).resolve().parents[1]
+SHRINK = ROOT / "tests" / "paper-shrink.yaml"
+MODEL_NAMES = ("model", "draft", "large_model", "small_model")
+PAPER_FIGURE_PROMPTS = "gsm8k:main:test:question"  # Fast-dLLM's 3.25 tokens/step
+STANDIN_NAMES = ("GSAI-ML/LLaDA-8B-Base", "GSAI-ML/LLaDA-8B-Instruct")  # the profiles'
+
+
+def shrink_without_models(dest: Path) -> Path:
+    """The shrink overrides without the model lines (for the stand-ins)."""
+    values = yaml.safe_load(SHRINK.read_text())
+    for name in (*MODEL_NAMES, "trust_remote_code"):
+        values.pop(name, None)
+    dest.write_text(yaml.safe_dump(values))
+    return dest
+
+
+def use_standins() -> bool:
+    import transformers
+
+    asked = os.environ.get("DLMSPEC_PAPER_STANDINS") == "1"
+    if asked and int(transformers.__version__.split(".")[0]) >= 5:
+        pytest.skip("the stand-ins need transformers 4.x (the pinned 4.57.1)")
+    return asked
+
+
+def flow_environment(tmp_path: Path) -> tuple[dict, Path, str]:
+    """Environment, overrides file and a label of the shrunk flow."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+        OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    env.pop("DLMSPEC_ALLOW_HUB", None)
+    if not use_standins():
+        return env, SHRINK, "embedded models"
+    from standins import write_hub_cache
+
+    write_hub_cache(tmp_path / "hf", STANDIN_NAMES)
+    env["HF_HOME"] = str(tmp_path / "hf")
+    return env, shrink_without_models(tmp_path / "shrink.yaml"), "LLaDA stand-ins"
+
+
+def test_every_notebook_has_a_paper_profile_with_the_papers_setting(monkeypatch):
+    monkeypatch.setenv("DLMSPEC_ALLOW_HUB", "1")  # the GSM8K prompt sources
+    values = paper.check_all(None)  # every profile passes the runner's checks
+    assert list(values) == [nb.stem for nb in paper.notebooks()]
+    for stem, v in values.items():
+        header = paper.profile_of(ROOT / f"notebooks/{stem}.md").read_text()
+        assert "Estimate" in header and "GB" in header and "min" in header, stem
+        assert v["device"] == "cuda", stem
+        if stem == "00_models":  # the embedded models' chapter: the judge changes
+            assert v["judge"] == "gpt2"
+            continue
+        target = v.get("large_model", v["model"])
+        assert target in PAPER_MODELS and target.startswith("GSAI-ML/LLaDA-8B"), stem
+        assert v["trust_remote_code"] is True and v["dtype"] == "bfloat16", stem
+        if "draft" in v:  # only LLaDA shares LLaDA's vocabulary; 07 drafts for itself
+            assert v["draft"].startswith("GSAI-ML/LLaDA-8B"), stem
+            assert (v["draft"] == target) == (stem == "07_strong_model"), stem
+        if "judge" in v:
+            assert v["judge"] == "gpt2", stem
+        if stem != "07_strong_model":  # 07's embedded reference models take 256
+            assert (v["gen_length"], v["block_length"]) == (256, 32), stem
+    for stem in ("03_win_condition", "09_trajectory_speculation"):
+        assert values[stem]["prompt_source"] == PAPER_FIGURE_PROMPTS
+
+
+def test_every_numbered_notebook_is_profiled_or_left_out_with_a_reason():
+    numbered = {nb.stem for nb in (ROOT / "notebooks").glob("[0-9][0-9]_*.md")}
+    profiled = {p.stem for p in paper.PROFILES.glob("*.yaml")}
+    assert profiled == {nb.stem for nb in paper.notebooks()}
+    assert numbered == profiled | set(paper.NOT_AT_PAPER_SCALE)
+    assert all(paper.NOT_AT_PAPER_SCALE.values())
+
+
+def test_without_hub_access_the_gsm8k_profiles_are_refused_in_one_line(monkeypatch):
+    monkeypatch.delenv("DLMSPEC_ALLOW_HUB", raising=False)
+    with pytest.raises(run.ParameterError, match=r"^03_win_condition.md: .*"
+                       r"set DLMSPEC_ALLOW_HUB=1") as e:
+        paper.check_all(None)
+    assert "\n" not in str(e.value)
+
+
+def test_a_bad_override_stops_the_flow_before_any_notebook_runs(
+    tmp_path, monkeypatch, capsys
+):
+    def refuse(*a, **k):
+        raise AssertionError("no notebook may run after a bad parameter")
+
+    monkeypatch.setattr(paper.subprocess, "run", refuse)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(SHRINK.read_text() + "block_length: 3\n")  # 20 % 3 != 0
+    assert paper.main(["--overrides", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: 00_models.md: parameters gen_length, block_length")
+    assert "\n" not in err
+
+
+def test_every_override_is_taken_by_some_notebook():
+    declared = set()
+    for nb in paper.notebooks():
+        declared |= set(params.notebook_parameters(nb))
+    assert set(yaml.safe_load(SHRINK.read_text())) <= declared
+
+
+def test_make_paper_end_to_end_at_ci_size(tmp_path):
+    env, overrides, label = flow_environment(tmp_path)
+    out = tmp_path / "paper"
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        ["make", "-o", "data", "paper", f"PY={sys.executable}",
+         f"PAPER_OVERRIDES={overrides}", f"PAPER_DIR={out}"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800,
+    )
+    elapsed = time.perf_counter() - t0
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = json.loads((out / "runs.json").read_text())
+    profiles = {nb.stem: yaml.safe_load(paper.profile_of(nb).read_text())
+                for nb in paper.notebooks()}
+    assert set(runs["parameters"]) == {nb.stem for nb in paper.notebooks()}
+    for stem, v in runs["parameters"].items():
+        executed = out / "notebooks" / f"{stem}.ipynb"
+        assert executed.is_file(), stem
+        assert not executed.with_name(f"{stem}.partial.ipynb").exists(), stem
+        assert v["device"] == "cpu"  # the overrides won over the profile
+        if label == "LLaDA stand-ins":  # the profile's own registry names and opt-in
+            assert v == {**v, **{k: w for k, w in profiles[stem].items()
+                                 if k in (*MODEL_NAMES, "trust_remote_code")}}
+        page = out / "_build" / "html" / "notebooks" / f"{stem}.html"
+        assert page.is_file(), stem
+    # the executed values reach the rendered pages (glue read from the outputs)
+    from dlmspec_min.claims import read_glued
+
+    glued = read_glued(out / "notebooks" / "03_win_condition.ipynb")
+    page = (out / "_build/html/notebooks/03_win_condition.html").read_text()
+    assert f'Verdict: <span class="pasted-text">{glued["c3_verdict"]}</span>' in page
+    glued = read_glued(out / "notebooks" / "09_trajectory_speculation.ipynb")
+    page = (out / "_build/html/notebooks/09_trajectory_speculation.html").read_text()
+    share = f'<span class="pasted-text">{glued["t_exact_match"]:.0%}</span> of the'
+    assert share in page
+    assert (out / "_build/html/index.html").is_file()
+    print(f"make paper at CI size, {label}: {elapsed:.0f} s")
