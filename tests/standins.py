@@ -28,10 +28,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 CODE = Path(__file__).resolve().parent / "standin_code"
 EMBEDDED_TOKENIZER = REPO / "data" / "models" / "tokenizer" / "tokenizer.json"
 SEED = 0
+HEAD_STD = 0.5
+PRIOR_SCALE = 0.5  # half the log prior: function words frequent, content not swamped
 
 
 @dataclass(frozen=True)
@@ -100,23 +104,52 @@ def _tokenizer(s: Standin):
     return fast
 
 
-def _init_weights(model, seed: int = SEED):
-    """Seeded weights: unit-variance layers, and an output head peaked enough
-    that confidences vary (top probabilities of a few tenths, not 1 / vocab)."""
+def _seed(name: str) -> int:
+    """Each registry name its own weights (a draft is never its target's copy)."""
+    return SEED + int(hashlib.sha1(name.encode()).hexdigest()[:8], 16)
+
+
+def _init_weights(model, vocab_size: int, log_prior, seed: int = SEED):
+    """Seeded random weights: unit-variance layers, an output head peaked enough
+    that confidences vary (top probabilities of a few tenths, not 1 / vocab).
+
+    The head's bias is ``log_prior``: the log unigram frequency of each real
+    WordPiece token on Brown's training split, and a large negative value for
+    the filler ids and [MASK]. The samples are then noise drawn near the
+    corpus's unigram distribution, real tokens with function words among them,
+    which the claim notebooks need in order to tag content and function words.
+    """
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") \
-        else None
     with torch.no_grad():
-        for name, module in sorted(model.named_modules()):
+        for _, module in sorted(model.named_modules()):
             if isinstance(module, torch.nn.Linear | torch.nn.Embedding):
-                fan_in = module.weight.shape[1]
-                std = 1.0 if module is head or name.endswith("ff_out") and \
-                    module.weight.shape[0] > fan_in else fan_in ** -0.5
+                head = isinstance(module, torch.nn.Linear) and \
+                    module.weight.shape[0] == vocab_size
+                std = HEAD_STD if head else module.weight.shape[1] ** -0.5
                 module.weight.copy_(torch.randn(module.weight.shape, generator=g) * std)
                 if getattr(module, "bias", None) is not None:
-                    module.bias.zero_()
+                    module.bias.copy_(log_prior if head else 0.0)
+
+
+def _log_prior(s: Standin, vocab: dict[str, int]):
+    """(vocab_size,) log unigram frequencies of the stand-in's real tokens."""
+    import torch
+    from tokenizers import Tokenizer
+
+    from dlmspec_min.order import brown_token_counts
+    from dlmspec_min.tokenizer import load_tokenizer
+
+    counts = brown_token_counts(load_tokenizer())  # the embedded ids
+    by_token = {t: counts[i] for t, i in Tokenizer.from_file(
+        str(EMBEDDED_TOKENIZER)).get_vocab().items() if i < len(counts)}
+    prior = torch.full((s.vocab_size,), -30.0)
+    total = float(counts.sum())
+    for token, i in vocab.items():
+        if token in by_token and token != "[MASK]":
+            prior[i] = PRIOR_SCALE * float(np.log((by_token[token] + 1.0) / total))
+    return prior
 
 
 def _code(family: str, module: str):
@@ -152,15 +185,17 @@ def write_standin(name: str, folder: Path) -> Path:
     config_cls = getattr(_code(s.family, s.config_module), s.config_class)
     model_cls = getattr(_code(s.family, s.model_module), s.model_class)
     config = config_cls(vocab_size=s.vocab_size, mask_token_id=s.mask_id,
-                        eos_token_id=s.eos_id, **s.config)
+                        eos_token_id=s.eos_id, head_bias=True, **s.config)
     model = model_cls(config)
-    _init_weights(model)
+    tokenizer = _tokenizer(s)
+    prior = _log_prior(s, tokenizer.get_vocab())
+    _init_weights(model, s.vocab_size, prior, _seed(name))
     model.save_pretrained(folder, safe_serialization=True)
     cfg_file = folder / "config.json"
     cfg = json.loads(cfg_file.read_text())
     cfg.update(architectures=[s.model_class], auto_map=auto_map)
     cfg_file.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
-    save_tokenizer(_tokenizer(s), folder)
+    save_tokenizer(tokenizer, folder)
     return folder
 
 

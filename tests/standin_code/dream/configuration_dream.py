@@ -15,7 +15,8 @@ class DreamConfig(PretrainedConfig):
                  num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
                  max_position_embeddings=256, rope_theta=1000000.0, rope_scaling=None,
                  rms_norm_eps=1e-6, hidden_act="silu", initializer_range=0.02,
-                 mask_token_id=151666, pad_token_id=151643, bos_token_id=151643,
+                 mask_token_id=151666, head_bias=False, pad_token_id=151643,
+                 bos_token_id=151643,
                  eos_token_id=151643, tie_word_embeddings=False, **kwargs):
         self.vocab_size, self.hidden_size = vocab_size, hidden_size
         self.intermediate_size = intermediate_size
@@ -26,6 +27,7 @@ class DreamConfig(PretrainedConfig):
         self.rope_theta, self.rope_scaling = rope_theta, rope_scaling
         self.rms_norm_eps, self.hidden_act = rms_norm_eps, hidden_act
         self.initializer_range, self.mask_token_id = initializer_range, mask_token_id
+        self.head_bias = head_bias  # the stand-in's own knob (see tests/standins.py)
         super().__init__(pad_token_id=pad_token_id, bos_token_id=bos_token_id,
                          eos_token_id=eos_token_id,
                          tie_word_embeddings=tie_word_embeddings, **kwargs)

@@ -69,10 +69,14 @@ class DreamBaseModel(nn.Module):
         self.norm = nn.RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
     def forward(self, input_ids):
+        """Hidden states: the embeddings, each layer's, the last one normed."""
         h = self.embed_tokens(input_ids)
+        states = [h]
         for layer in self.layers:
             h = layer(h)
-        return self.norm(h)
+            states.append(h)
+        states[-1] = self.norm(h)
+        return tuple(states)
 
 
 class DreamModel(PreTrainedModel):
@@ -83,7 +87,8 @@ class DreamModel(PreTrainedModel):
     def __init__(self, config: DreamConfig):
         super().__init__(config)
         self.model = DreamBaseModel(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size,
+                                 bias=getattr(config, "head_bias", False))
         self.post_init()
 
     def _init_weights(self, module):
@@ -92,6 +97,15 @@ class DreamModel(PreTrainedModel):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, input_ids=None, attention_mask=None, return_dict=None, **kwargs):
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def forward(self, input_ids=None, attention_mask=None, return_dict=None,
+                output_hidden_states=None, **kwargs):
+        states = self.model(input_ids)
         # row j: the prediction for token j + 1 (next-token style)
-        return MaskedLMOutput(logits=self.lm_head(self.model(input_ids)))
+        return MaskedLMOutput(logits=self.lm_head(states[-1]),
+                              hidden_states=states if output_hidden_states else None)

@@ -56,13 +56,18 @@ class LLaDAModel(nn.Module):
         self.wte = nn.Embedding(config.embedding_size, config.d_model)
         self.blocks = nn.ModuleList(LLaDABlock(config) for _ in range(config.n_layers))
         self.ln_f = nn.RMSNorm(config.d_model, eps=config.rms_norm_eps)
-        self.ff_out = nn.Linear(config.d_model, config.embedding_size, bias=False)
+        self.ff_out = nn.Linear(config.d_model, config.embedding_size,
+                                bias=getattr(config, "head_bias", False))
 
     def forward(self, input_ids):
+        """(logits, hidden states: the embeddings, each block's, the final norm's)."""
         h = self.wte(input_ids)
+        states = [h]
         for block in self.blocks:
             h = block(h)
-        return self.ff_out(self.ln_f(h))
+            states.append(h)
+        states[-1] = self.ln_f(h)
+        return self.ff_out(states[-1]), tuple(states)
 
 
 class LLaDAModelLM(PreTrainedModel):
@@ -79,7 +84,16 @@ class LLaDAModelLM(PreTrainedModel):
         if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, std=0.02)
 
-    def forward(self, input_ids=None, attention_mask=None, return_dict=None, **kwargs):
-        logits = self.model(input_ids)
+    # LLaDA's code defines these two (its embeddings sit inside its own module)
+    def get_input_embeddings(self):
+        return self.model.wte
+
+    def get_output_embeddings(self):
+        return self.model.ff_out
+
+    def forward(self, input_ids=None, attention_mask=None, return_dict=None,
+                output_hidden_states=None, **kwargs):
+        logits, states = self.model(input_ids)
         logits = logits[..., : self.config.vocab_size]
-        return CausalLMOutputWithPast(logits=logits)
+        return CausalLMOutputWithPast(
+            logits=logits, hidden_states=states if output_hidden_states else None)
