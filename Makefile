@@ -45,12 +45,14 @@ book: data
 # notebook with its profile notebooks/profiles/paper/NN_name.yaml, then a second
 # book from the executed notebooks in $(PAPER_DIR)/_build/html (the main book is
 # not touched). PAPER_OVERRIDES=file.yaml applies one more parameter file to every
-# notebook (tests/paper-shrink.yaml: the CI-sized flow). DLMSPEC_ALLOW_HUB=1 lets
+# notebook (tests/paper-shrink.yaml: the CI-sized flow); PAPER_JOBS=N executes N
+# notebooks at a time (default 1: one 8B model on the GPU at a time). DLMSPEC_ALLOW_HUB=1 lets
 # the runs download models and data sets (it lifts the offline switches above).
 PAPER_DIR ?= _build/paper
 PAPER_OVERRIDES ?=
+PAPER_JOBS ?= 1
 paper: data
-	$(PY) -m dlmspec_min.paper --out $(PAPER_DIR) $(if $(PAPER_OVERRIDES),--overrides $(PAPER_OVERRIDES))
+	$(PY) -m dlmspec_min.paper --out $(PAPER_DIR) --jobs $(PAPER_JOBS) $(if $(PAPER_OVERRIDES),--overrides $(PAPER_OVERRIDES))
 
 test: book
 	$(PY) -m pytest -q

@@ -101,22 +101,61 @@ def _run_env() -> dict[str, str]:
     return env
 
 
-def execute(out: Path, overrides: Path | None, values: dict[str, dict]):
-    seconds = {}
-    for nb in notebooks():
-        target = out / "notebooks" / f"{nb.stem}.ipynb"
-        cmd = [sys.executable, "-m", "dlmspec_min.run", str(nb), "-f",
-               str(profile_of(nb)), "-o", str(target)]
-        if overrides:
-            cmd += ["-F", str(overrides)]
-        print(f"== {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
+def _run_one(nb: Path, out: Path, overrides: Path | None, log: Path | None):
+    """Execute one notebook through the runner; (return code, seconds)."""
+    target = out / "notebooks" / f"{nb.stem}.ipynb"
+    cmd = [sys.executable, "-m", "dlmspec_min.run", str(nb), "-f",
+           str(profile_of(nb)), "-o", str(target)]
+    if overrides:
+        cmd += ["-F", str(overrides)]
+    print(f"== {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    if log is None:  # one at a time: the run's output streams through
         proc = subprocess.run(cmd, env=_run_env(), cwd=REPO_ROOT)
-        seconds[nb.stem] = time.perf_counter() - t0
-        print(f"== {nb.name}: {seconds[nb.stem]:.1f} s", file=sys.stderr, flush=True)
-        if proc.returncode:
-            raise SystemExit(proc.returncode)
-    return seconds
+    else:
+        with open(log, "w") as f:
+            proc = subprocess.run(cmd, env=_run_env(), cwd=REPO_ROOT, stdout=f,
+                                  stderr=subprocess.STDOUT)
+    seconds = time.perf_counter() - t0
+    print(f"== {nb.name}: {seconds:.1f} s"
+          + (f" (exit code {proc.returncode})" if proc.returncode else ""),
+          file=sys.stderr, flush=True)
+    return proc.returncode, seconds
+
+
+def execute(out: Path, overrides: Path | None, values: dict[str, dict],
+            jobs: int = 1) -> dict[str, float]:
+    """Every notebook through the runner, ``jobs`` at a time (each in its own
+    process; with more than one, each run's output goes to OUT/logs/NN_name.log
+    and a failing run's tail is printed). The first failure stops the flow once
+    the runs under way have ended."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    logs = out / "logs"
+    if jobs > 1:
+        logs.mkdir(parents=True, exist_ok=True)
+    seconds, failed = {}, []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {nb: pool.submit(_run_one, nb, out, overrides,
+                                   logs / f"{nb.stem}.log" if jobs > 1 else None)
+                   for nb in notebooks()}
+        which = {fut: nb for nb, fut in futures.items()}
+        for fut in as_completed(futures.values()):
+            if fut.cancelled():
+                continue
+            code, seconds[which[fut].stem] = fut.result()
+            if code and not failed:
+                failed.append((which[fut], code))
+                for other in futures.values():  # nothing new starts after a failure
+                    other.cancel()
+    if failed:
+        nb, code = failed[0]
+        if jobs > 1:
+            tail = (logs / f"{nb.stem}.log").read_text()[-3000:]
+            print(f"== {nb.name} failed; the end of {logs / nb.stem}.log:\n{tail}",
+                  file=sys.stderr)
+        raise SystemExit(code)
+    return {nb.stem: seconds[nb.stem] for nb in notebooks()}  # in page order
 
 
 def _main_book_only(text: str, values: dict[str, dict]) -> str:
@@ -162,8 +201,14 @@ def main(argv=None) -> int:
                     help="one more parameter file for every notebook (shrunk sizes)")
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "_build" / "paper",
                     help="build folder (default _build/paper)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="notebooks executed at a time (default 1: one GPU, one "
+                         "8B model at a time; more only where memory allows)")
     a = ap.parse_args(argv)
     overrides = a.overrides.resolve() if a.overrides else None
+    if a.jobs < 1:
+        print(f"error: --jobs must be at least 1, not {a.jobs}", file=sys.stderr)
+        return run.EXIT_BAD_PARAMETER
     try:
         values = check_all(overrides)
     except run.ParameterError as e:
@@ -171,7 +216,7 @@ def main(argv=None) -> int:
         return run.EXIT_BAD_PARAMETER
     out = a.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    seconds = execute(out, overrides, values)
+    seconds = execute(out, overrides, values, a.jobs)
     index = build_book(out, overrides, values, seconds)
     print(f"== the paper-scale book is at file://{index}", file=sys.stderr)
     return 0

@@ -137,6 +137,7 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "n_samples": _positive_int,
     "n_prompts": _positive_int,
     "n_texts": _positive_int,
+    "n_heldout": _positive_int,
     "gen_length": _positive_int,
     "block_length": _positive_int,
     "prompt_length": _nonneg_int,

@@ -109,6 +109,49 @@ def test_a_bad_override_stops_the_flow_before_any_notebook_runs(
     assert "\n" not in err
 
 
+def test_jobs_below_one_are_refused_in_one_line(tmp_path, capsys):
+    assert paper.main(["--jobs", "0", "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip() == "error: --jobs must be at least 1, not 0"
+    assert not (tmp_path / "o").exists()
+
+
+def test_runs_in_parallel_stop_at_a_failure_and_show_its_log(
+    tmp_path, monkeypatch, capsys
+):
+    """With --jobs 2 a failing run's exit code ends the flow, its log's end is
+    printed, and the runs not yet started never start."""
+    started = []
+
+    def fake_run(cmd, env, cwd, stdout=None, stderr=None):
+        stem = Path(cmd[3]).stem  # [python, -m, dlmspec_min.run, notebook, ...]
+        started.append(stem)
+        if stem == "01_easy_first":
+            stdout.write("Traceback ...\nValueError: the stand-in broke\n")
+            stdout.flush()
+            return subprocess.CompletedProcess(cmd, 3)
+        if stem == "00_models":  # still running when 01 fails
+            time.sleep(0.5)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(paper.subprocess, "run", fake_run)
+    with pytest.raises(SystemExit) as e:
+        paper.execute(tmp_path, None, {}, jobs=2)
+    assert e.value.code == 3
+    err = capsys.readouterr().err
+    assert "01_easy_first.md failed" in err and "the stand-in broke" in err
+    assert started[:2] == ["00_models", "01_easy_first"]
+    assert len(started) < len(paper.notebooks())  # the rest were cancelled
+
+
+def test_runs_in_parallel_return_every_time_in_page_order(tmp_path, monkeypatch):
+    monkeypatch.setattr(paper.subprocess, "run",
+                        lambda cmd, **k: subprocess.CompletedProcess(cmd, 0))
+    seconds = paper.execute(tmp_path, None, {}, jobs=3)
+    assert list(seconds) == [nb.stem for nb in paper.notebooks()]
+    assert all(s >= 0 for s in seconds.values())
+    assert len(list((tmp_path / "logs").glob("*.log"))) == len(seconds)
+
+
 def test_every_override_is_taken_by_some_notebook():
     declared = set()
     for nb in paper.notebooks():
@@ -121,7 +164,7 @@ def test_make_paper_end_to_end_at_ci_size(tmp_path):
     out = tmp_path / "paper"
     t0 = time.perf_counter()
     proc = subprocess.run(
-        ["make", "-o", "data", "paper", f"PY={sys.executable}",
+        ["make", "-o", "data", "paper", f"PY={sys.executable}", "PAPER_JOBS=2",
          f"PAPER_OVERRIDES={SHRINK}", f"PAPER_DIR={out}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800,
     )
