@@ -9,15 +9,20 @@ page, this extension computes the build's fingerprint
 afresh. A page that runs other notebooks (``provenance.record_sources``) is
 executed again when one of them changed. A build of unchanged sources
 re-executes nothing.
+
+Then every notebook that Sphinx is about to read and that has no cache record
+is executed several at a time (``dlmspec_min.bookexec``; the option
+``dlmspec_execution_jobs``, 0 for one per core), so that reading only renders.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from dlmspec_min import claims, provenance
+from dlmspec_min import bookexec, claims, provenance
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +33,13 @@ def cache_path(app) -> Path:
     if configured:
         return Path(configured)
     return Path(app.outdir).parent / ".jupyter_cache"
+
+
+def _previous_seconds(app) -> dict[str, float]:
+    from jupyter_cache import get_cache
+
+    path = cache_path(app)
+    return bookexec.previous_seconds(get_cache(str(path))) if path.exists() else {}
 
 
 def _is_stale(executed: Path, docname: str, current: str) -> bool:
@@ -42,6 +54,7 @@ def _is_stale(executed: Path, docname: str, current: str) -> bool:
 
 def stale_docs(app, env, added, changed, removed):
     current = provenance.fingerprint()
+    previous = _previous_seconds(app)  # before stale records go
     dropped = provenance.invalidate_stale(cache_path(app), current)
     docs = {doc for doc in map(env.path2doc, dropped) if doc}
     executed = Path(app.outdir).parent / "jupyter_execute"
@@ -53,9 +66,46 @@ def stale_docs(app, env, added, changed, removed):
                     f"fingerprint than this build's ({current}) or ran notebooks "
                     f"that changed since; executing them "
                     f"again: {', '.join(sorted(docs))}")
+    execute_ahead(app, env, {*added, *changed, *docs}, previous)
     return sorted(docs)
 
 
+def execute_ahead(app, env, to_read, previous: dict[str, float]):
+    """Execute the notebooks among ``to_read`` that lack a cache record, several
+    at a time, into the cache myst-nb reads (``dlmspec_min.bookexec``)."""
+    from myst_nb.core.read import create_nb_reader
+
+    if env.mystnb_config.execution_mode != "cache":
+        return
+    notebooks = {}
+    for doc in sorted(to_read):
+        path = Path(env.doc2path(doc))
+        if not path.is_file():
+            continue
+        text = path.read_text("utf8")
+        reader = create_nb_reader(str(path), env.myst_config, env.mystnb_config, text)
+        if reader is None:  # a plain Markdown page
+            continue
+        notebooks[str(path)] = reader.read(text)
+    if not notebooks:
+        return
+    try:
+        jobs = bookexec.jobs_from(app.config.dlmspec_execution_jobs, len(notebooks))
+    except ValueError as e:
+        raise ExtensionError(str(e)) from None
+    if jobs < 2:  # myst-nb executes them one at a time while reading
+        return
+    outcomes = bookexec.execute_missing(
+        cache_path(app), notebooks, jobs, env.mystnb_config.execution_timeout,
+        previous, log=logger.info)
+    for o in outcomes:
+        if o.error is not None:
+            logger.warning(f"[execute] {o.path} failed ahead of reading; myst-nb "
+                           f"executes it again and reports the error:\n"
+                           f"{o.error[-2000:]}")
+
+
 def setup(app):
+    app.add_config_value("dlmspec_execution_jobs", 0, "env")  # 0: one per core
     app.connect("env-get-outdated", stale_docs)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,108 @@
+"""Notebooks executed several at a time ahead of Sphinx (dlmspec_min/bookexec.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from jupyter_cache import get_cache
+from myst_nb.core.read import read_myst_markdown_notebook
+from test_provenance import CONFIG, PROBE, _copy_package
+
+from dlmspec_min import bookexec, claims
+
+HEADER = PROBE.split("# Probe")[0]
+
+
+def _notebook(body: str) -> str:
+    cell = "```{code-cell} ipython3\n" + textwrap.dedent(body) + "```\n"
+    return HEADER + "# A page\n\n" + cell
+
+
+def test_jobs_come_from_the_environment_first_and_never_exceed_the_notebooks():
+    assert bookexec.jobs_from(2, 5, env={}) == 2
+    assert bookexec.jobs_from(2, 5, env={bookexec.JOBS_ENV: "1"}) == 1
+    assert bookexec.jobs_from(8, 3, env={}) == 3
+    assert bookexec.jobs_from(0, 99, env={}) == min(99, os.cpu_count() or 1)
+    assert bookexec.jobs_from(0, 0, env={}) == 1
+    for bad in ("two", -1, "1.5"):
+        with pytest.raises(ValueError, match="integer|>= 0"):
+            bookexec.jobs_from(bad, 3, env={})
+
+
+def test_longest_first_and_the_never_timed_before_them():
+    paths = ["00", "01", "02", "03"]
+    assert bookexec.order(paths, {"00": 5.0, "02": 50.0}) == ["03", "01", "02", "00"]
+    assert bookexec.order(paths, {}) == ["03", "02", "01", "00"]
+
+
+def test_missing_notebooks_run_in_parallel_one_thread_each_and_are_cached(tmp_path):
+    ok = {}
+    for name in ("a", "b"):
+        path = tmp_path / f"{name}.md"
+        path.write_text(_notebook(f"""\
+            import os
+            print("{name}", os.environ.get("OMP_NUM_THREADS"))
+            """))
+        ok[str(path)] = read_myst_markdown_notebook(path.read_text(), path=str(path))
+    bad = tmp_path / "bad.md"
+    bad.write_text(_notebook('raise ValueError("this page breaks")\n'))
+    notebooks = {**ok, str(bad): read_myst_markdown_notebook(bad.read_text())}
+    cache_path = tmp_path / "cache"
+
+    outcomes = bookexec.execute_missing(cache_path, notebooks, jobs=2, timeout=120,
+                                        log=lambda m: None)
+    assert sorted(o.path for o in outcomes) == sorted(notebooks)
+    by_path = {o.path: o for o in outcomes}
+    assert "this page breaks" in by_path[str(bad)].error
+    cache = get_cache(str(cache_path))
+    for path, nb in ok.items():
+        assert by_path[path].error is None and by_path[path].seconds > 0
+        _, merged = cache.merge_match_into_notebook(nb)  # the hash myst-nb matches
+        (code,) = [c for c in merged.cells if c.cell_type == "code"]
+        text = code.outputs[0]["text"]
+        assert text == f"{Path(path).stem} 1\n"  # one thread in every kernel
+    with pytest.raises(KeyError):  # a failure is left for myst-nb to report
+        cache.match_cache_notebook(notebooks[str(bad)])
+    assert bookexec.missing(cache, notebooks) == [str(bad)]
+    assert set(bookexec.previous_seconds(cache)) == set(ok)
+    rerun = bookexec.execute_missing(cache_path, ok, jobs=2, log=lambda m: None)
+    assert rerun == []  # nothing executes twice
+
+
+def test_a_book_of_two_pages_executes_both_ahead_and_reads_them_from_the_cache(
+    tmp_path
+):
+    """The real pipeline: jupyter-book, myst-nb's own reader and cache hash."""
+    clone = _copy_package(tmp_path / "clone")
+    (clone / "_config.yml").write_text(
+        CONFIG + "  config:\n    dlmspec_execution_jobs: 2\n")
+    (clone / "_toc.yml").write_text(
+        "format: jb-book\nroot: probe\nchapters:\n- file: second\n")
+    (clone / "probe.md").write_text(PROBE)
+    (clone / "second.md").write_text(PROBE.replace("# Probe", "# Second")
+                                     .replace("probe_run", "second_run"))
+    env = {**os.environ, "PYTHONPATH": str(clone)}
+    env.pop(bookexec.JOBS_ENV, None)
+    env.pop("DLMSPEC_DATA", None)
+    jb = Path(sys.executable).parent / "jupyter-book"
+
+    def build():
+        proc = subprocess.run([str(jb), "build", str(clone)], env=env, text=True,
+                              capture_output=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        return proc.stdout
+
+    log = build()
+    assert "[execute] 2 notebook(s), 2 at a time" in log
+    assert log.count("Using cached notebook") == 2, log[-3000:]
+    assert "Executing notebook" not in log  # myst-nb executed nothing itself
+    executed = clone / "_build" / "jupyter_execute"
+    first = claims.read_glued(executed / "second.glue.json")["second_run"]
+    log = build()
+    assert "[execute]" not in log  # an unchanged build executes nothing
+    assert claims.read_glued(executed / "second.glue.json")["second_run"] == first
