@@ -1,23 +1,28 @@
-"""Execute a book's notebooks several at a time, before Sphinx reads them.
+"""Execute a book's notebooks several at a time, one CPU thread each, before
+Sphinx reads them.
 
 myst-nb (``execute_notebooks: cache``) executes each notebook while Sphinx
-reads its page, one after another, each on every core. The book's small models
-gain little from a second core (notebook 01 on 2 cores: 58 s on two threads,
-89 s on one), so several notebooks at a time, one thread each, finish the book
-sooner. This module fills the same jupyter-cache that myst-nb reads: it reads
-each notebook that the build is about to read exactly as myst-nb will (its own
-reader and configuration, hence the same cache hash), executes those without a
-cache record in a pool of processes, and adds them to the cache. Sphinx then
-reads every page from the cache. A notebook that fails here is left uncached,
-so myst-nb executes it again while reading and reports the error as it always
-does (and ``raise_on_error`` fails the build).
+reads its page, one after another, each on every core. Two things are better
+done ahead of it. Speed: the book's small models gain little from a second
+core (notebook 01 on 2 cores: 58 s on two threads, 89 s on one), so several
+notebooks at a time on one thread each finish the book sooner. Digits: torch's
+CPU reductions split differently under another thread count, and some recorded
+values (those behind the SID head's L-BFGS fit) move in their third digit, so a
+book executed on every core of one machine would not give another machine's
+digits; executed on one thread each, it gives the same digits on any CPU.
+
+This module fills the jupyter-cache that myst-nb reads: it reads each notebook
+that the build is about to read exactly as myst-nb will (its own reader and
+configuration, hence the same cache hash), executes those without a cache
+record in a pool of processes with ``OMP_NUM_THREADS=1``, and adds them to the
+cache. Sphinx then reads every page from the cache. A notebook that fails here
+is left uncached, so myst-nb executes it again while reading and reports the
+error as it always does (and ``raise_on_error`` fails the build).
 
 The freshness extension (``book/_ext/freshness.py``) calls ``execute_missing``
 after it has dropped stale records. The number of notebooks at a time is the
-Sphinx option ``dlmspec_execution_jobs`` (0: one per core; 1: leave execution
-to myst-nb, one at a time, each on every core), or the environment variable
-``DLMSPEC_EXECUTION_JOBS``, which wins. With more than one at a time every
-kernel runs ``OMP_NUM_THREADS=1``.
+Sphinx option ``dlmspec_execution_jobs`` (0: one per core), or the environment
+variable ``DLMSPEC_EXECUTION_JOBS``, which wins.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ executed again when one of them changed. A build of unchanged sources
 re-executes nothing.
 
 Then every notebook that Sphinx is about to read and that has no cache record
-is executed several at a time (``dlmspec_min.bookexec``; the option
-``dlmspec_execution_jobs``, 0 for one per core), so that reading only renders.
+is executed, one CPU thread each and several at a time (``dlmspec_min.bookexec``;
+the option ``dlmspec_execution_jobs``, 0 for one per core), so that reading
+only renders.
 """
 
 from __future__ import annotations
@@ -93,8 +94,6 @@ def execute_ahead(app, env, to_read, previous: dict[str, float]):
         jobs = bookexec.jobs_from(app.config.dlmspec_execution_jobs, len(notebooks))
     except ValueError as e:
         raise ExtensionError(str(e)) from None
-    if jobs < 2:  # myst-nb executes them one at a time while reading
-        return
     outcomes = bookexec.execute_missing(
         cache_path(app), notebooks, jobs, env.mystnb_config.execution_timeout,
         previous, log=logger.info)
