@@ -27,8 +27,8 @@ from pathlib import Path
 import torch
 
 from dlmspec_min import semantic, ssld, tagger
-from dlmspec_min.decode import generate
-from dlmspec_min.denoisers import load_denoiser
+from dlmspec_min.decoding.decode import generate
+from dlmspec_min.decoding.denoisers import load_denoiser
 from dlmspec_min.order import row_generators, unconditional_prompt
 
 BUDGET_SECONDS = 5.0

@@ -30,12 +30,12 @@ import pandas as pd
 import torch
 
 from dlmspec_min import bench, stats
-from dlmspec_min.decode import DecodeConfig
-from dlmspec_min.denoisers import Denoiser, load_denoiser
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.decoding.config import DecodeConfig
+from dlmspec_min.decoding.denoisers import Denoiser, load_denoiser
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.decoding.speculate import drift
 from dlmspec_min.order import held_out_prompts
 from dlmspec_min.paths import models_dir
-from dlmspec_min.speculate import drift
 from dlmspec_min.tokenizer import BOS_ID
 
 BASE_SHAPE = {"vocab_size": 8192, "hidden_size": 256, "num_hidden_layers": 4,

@@ -41,7 +41,8 @@ import pandas as pd
 import torch
 
 from . import order, ssld, stats
-from .decode import DecodeResult, generate
+from .decoding.config import DecodeResult
+from .decoding.decode import generate
 
 FIRST_PASS = ssld.FIRST_PASS
 DRAFTS = ssld.DRAFT_NAMES

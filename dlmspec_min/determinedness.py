@@ -169,7 +169,7 @@ def _logits_at(denoiser, copies: torch.Tensor, cols: torch.Tensor) -> torch.Tens
     The embedded model computes its output head only there (``output_mask``);
     any other denoiser gives all positions and the column is picked out.
     """
-    from .modeling import DLMForMaskedDiffusion
+    from .decoding.modeling import DLMForMaskedDiffusion
 
     model = getattr(denoiser, "model", None)
     if isinstance(model, DLMForMaskedDiffusion) and not denoiser.shifted:

@@ -39,7 +39,7 @@ import math
 import numpy as np
 import torch
 
-from .decode import DecodeResult
+from .decoding.config import DecodeResult
 from .semantic import SemanticIDs, cluster_marginal
 
 STAT_DTYPE = torch.float64

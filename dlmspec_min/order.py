@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 
 from . import stats
-from .decode import DecodeConfig, DecodeResult
+from .decoding.config import DecodeConfig, DecodeResult
 from .tagger import CONTENT, FUNCTION, PUNCT, SPECIAL, classes_of_tokens
 
 N_BINS = 10  # deciles of decode order
@@ -193,7 +193,12 @@ def brown_token_counts(tokenizer, vocab_size: int | None = None) -> np.ndarray:
     tokenizer's serialised form and the corpus checksum and split; tokenizers
     without a serialisable backend are counted afresh every time.
     """
-    from .corpus import BROWN_SHA256, HELD_OUT_FRACTION, SPLIT_SEED, brown_dataset
+    from .corpus import (
+        BROWN_SHA256,
+        HELD_OUT_FRACTION,
+        SPLIT_SEED,
+        brown_dataset,
+    )
     from .paths import cache_dir
 
     fp = _tokenizer_fingerprint(tokenizer)

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from . import params, run
-from .denoisers import ALLOW_HUB_ENV
+from .decoding.denoisers import ALLOW_HUB_ENV
 from .paths import REPO_ROOT, cache_dir
 
 NOTEBOOKS = REPO_ROOT / "notebooks"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .denoisers import ALLOW_HUB_ENV
+from .decoding.denoisers import ALLOW_HUB_ENV
 
 BOS, BROWN = "bos", "brown"
 

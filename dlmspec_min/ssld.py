@@ -65,7 +65,8 @@ import pandas as pd
 import torch
 
 from . import stats
-from .decode import DecodeConfig, DecodeResult, generate
+from .decoding.config import DecodeConfig, DecodeResult
+from .decoding.decode import generate
 from .semantic import (
     SemanticIDs,
     best_token_in_cluster,
@@ -189,8 +190,8 @@ def final_hidden(denoiser, x: torch.Tensor) -> torch.Tensor:
     The embedded model exposes them through a hook on its final norm; other
     models through ``output_hidden_states=True``.
     """
-    from .denoisers import model_input_device
-    from .modeling import DLMForMaskedDiffusion
+    from .decoding.denoisers import model_input_device
+    from .decoding.modeling import DLMForMaskedDiffusion
 
     model, device = denoiser.model, x.device
     x = x.to(model_input_device(model) or device)  # a sharded model: its first shard

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from .corpus import brown_dataset
-from .modeling import DLMConfig, DLMForMaskedDiffusion
+from .decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from .paths import models_dir
 from .tokenizer import (
     BOS_ID,

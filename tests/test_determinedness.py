@@ -15,8 +15,8 @@ from conftest import MASK_ID, VOCAB, ToyDenoiser
 
 from dlmspec_min import determinedness as det
 from dlmspec_min import params, run, stats
-from dlmspec_min.denoisers import PAPER_MODELS, Denoiser
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.decoding.denoisers import PAPER_MODELS, Denoiser
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.tagger import CONTENT, FUNCTION, PUNCT, SPECIAL
 
 ROOT = Path(__file__).resolve().parents[1]

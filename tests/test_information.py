@@ -13,7 +13,8 @@ from scipy import stats as sps
 
 from dlmspec_min import information as inf
 from dlmspec_min import stats
-from dlmspec_min.decode import DecodeConfig, generate
+from dlmspec_min.decoding.config import DecodeConfig
+from dlmspec_min.decoding.decode import generate
 from dlmspec_min.order import one_token_per_step, row_generators
 from dlmspec_min.semantic import cluster_marginal, fit_semantic_ids
 

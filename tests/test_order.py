@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from dlmspec_min import order
-from dlmspec_min.decode import DecodeConfig, DecodeResult, generate
-from dlmspec_min.denoisers import load_denoiser
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.decoding.config import DecodeConfig, DecodeResult
+from dlmspec_min.decoding.decode import generate
+from dlmspec_min.decoding.denoisers import load_denoiser
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.tagger import CONTENT, FUNCTION, PUNCT, SPECIAL, Lexicon
 from dlmspec_min.tokenizer import load_tokenizer, tokenizer_dir
 

@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from dlmspec_min import paper, params, run
-from dlmspec_min.denoisers import PAPER_MODELS
+from dlmspec_min.decoding.denoisers import PAPER_MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 SHRINK = ROOT / "tests" / "paper-shrink.yaml"

@@ -12,9 +12,10 @@ import torch
 from conftest import MASK_ID, VOCAB, CachedToyDenoiser, ToyDenoiser, make_prompt
 
 from dlmspec_min import semantic, ssld
-from dlmspec_min.decode import DecodeConfig, generate
-from dlmspec_min.denoisers import Denoiser
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.decoding.config import DecodeConfig
+from dlmspec_min.decoding.decode import generate
+from dlmspec_min.decoding.denoisers import Denoiser
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.order import row_generators
 from dlmspec_min.semantic import fit_semantic_ids, semantic_ids_for
 from dlmspec_min.tagger import CONTENT, FUNCTION, Lexicon

@@ -3,7 +3,7 @@
 import torch
 
 from dlmspec_min import train
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.tokenizer import BOS_ID, MASK_ID
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from .paths import models_dir
+from .files import models_dir, tokenizer_dir
 
 ALLOW_HUB_ENV = "DLMSPEC_ALLOW_HUB"
 EMBEDDED_PREFIX = "dlmspec/"
@@ -369,10 +369,10 @@ def _load_embedded(name: str, device, dtype, device_map=None):
             f"with `python -m dlmspec_min.train --size {size}`"
         ) from e
     if tokenizer is None:
-        from .tokenizer import load_tokenizer, tokenizer_dir
+        from transformers import AutoTokenizer
 
         if _has_tokenizer(tokenizer_dir()):
-            tokenizer = load_tokenizer()
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir())
     return denoiser, tokenizer
 
 
@@ -451,7 +451,7 @@ def load_denoiser(
     """Load a denoiser and its tokenizer (None if none is saved with local weights).
 
     ``name_or_path``: an embedded model (``dlmspec/small|base|large``, from
-    ``paths.models_dir()``), a paper-scale model in ``PAPER_MODELS`` (from the
+    ``files.models_dir()``), a paper-scale model in ``PAPER_MODELS`` (from the
     local Hugging Face cache; ``DLMSPEC_ALLOW_HUB=1`` allows downloading), or a
     local directory: one whose ``config.json`` names LLaDA, Dream or MDLM (by
     ``model_type``, ``architectures`` or ``auto_map``) loads as its registry

@@ -52,7 +52,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .decode import DecodeConfig, _Trace, index_rows, select_commits
+from .config import DecodeConfig
+from .steps import _Trace, index_rows, select_commits
 
 CONF_CLAMP = 1e-6  # keeps log c and log(1 - c) finite in the draft's set scores
 KINDS = ("full", "refresh", "window", "stale")  # how a row is computed
