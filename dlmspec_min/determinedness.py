@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .information import entropy_of_log_probs, log_probs
+from .measures.entropy import entropy_of_log_probs, log_probs
 
 DEFAULT_BATCH = 64  # row copies per forward
 MEASURES = ("top1_prob", "correct", "entropy", "p_true")

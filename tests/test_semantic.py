@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from dlmspec_min import semantic
-from dlmspec_min.semantic import (
+from dlmspec_min.ssld import semantic
+from dlmspec_min.ssld.semantic import (
     cluster_marginal,
     fit_semantic_ids,
     frequency_chance,

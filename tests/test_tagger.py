@@ -277,19 +277,19 @@ def test_word_anchors_are_one_per_content_word_with_bpe_conventions(kind, text):
     its first piece; the piece-level anchors add the word's continuation pieces."""
     import torch
 
-    from dlmspec_min import ssld
+    from dlmspec_min.ssld import inputs
     from dlmspec_min.tokenizer import word_ids
 
     tok = _bpe_tokenizer(kind)
     ids = [tok.bos_token_id] + tok(text, add_special_tokens=False)["input_ids"]
     x = torch.tensor([ids])
     lexicon = tagger.default_lexicon()
-    word = ssld.anchor_mask(tok, x, lexicon)[0].tolist()
-    piece = ssld.anchor_mask(tok, x, lexicon, unit="piece")[0].tolist()
+    word = inputs.anchor_mask(tok, x, lexicon)[0].tolist()
+    piece = inputs.anchor_mask(tok, x, lexicon, unit="piece")[0].tolist()
     w = word_ids(tok, ids)
     content_words = {w[j] for j in range(len(ids)) if piece[j]}
     assert len(content_words) == 5  # dogs, barked, then, walked, home
     assert [w[j] for j in range(len(ids)) if word[j]] == sorted(content_words)
     assert all(j == 0 or w[j - 1] != w[j] for j in range(len(ids)) if word[j])
-    share = ssld.continuation_share(tok, x, lexicon)
+    share = inputs.continuation_share(tok, x, lexicon)
     assert share == (sum(piece) - sum(word)) / sum(piece) > 0

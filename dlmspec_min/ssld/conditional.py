@@ -11,23 +11,25 @@ held-out Brown prefixes (``order.held_out_prompts``).
 - C1 (``order``): one token per step in confidence order, one block spanning
   the generation; AUC P(r_content > r_function) with its Mann-Whitney p and a
   percentile bootstrap CI over sequences (``order.class_order``).
-- tau_acc (``ssld.accelerator_table``, ``ssld.strongest_accelerator``): tokens
-  per NFE of every decoder of ``ssld.accelerators`` (threshold, + dual cache, trajectory
+- tau_acc (``accelerators.accelerator_table``,
+  ``accelerators.strongest_accelerator``): tokens per NFE of every decoder of
+  ``accelerators.accelerators`` (threshold, + dual cache, trajectory
   speculation) on the same prompts and per-row random streams; the strongest
   has the most tokens per NFE (ties: fewer token-forwards); alpha* = 1 - 1/tau.
 - C2 (``ssld``): oracle content anchors of the target's threshold decode, one
-  per content word at its first piece (``ssld.anchor_mask``); the same drafts
+  per content word at its first piece (``inputs.anchor_mask``); the same drafts
   scored on every content piece (``unit="piece"``) give the secondary figure;
   alpha_SID of both SID-mode drafts and of the target's own first pass, each the
-  mean over several codebooks (``ssld.codebooks``, ``ssld.pooled_acceptance``). Every
-  draft and the verify pass read the prompt (``ssld.visible_input`` puts it in
-  front of the masks). The trained head learns from Brown TRAINING windows whose
-  first P tokens play the prompt (``ssld.head_training_data``), i.e. P(SID |
-  prompt, position, content) with prompts shaped like the held-out ones ([BOS]
-  and the first tokens of a sentence).
-- C3: the shortfall alpha*/alpha (``ssld.shortfall``: with alpha = 0 it uses the
-  CI's upper end and is a lower bound) and, optionally, SSLD's end-to-end NFE
-  over its infill accelerator's NFE.
+  mean over several codebooks (``codebooks.codebooks``,
+  ``codebooks.pooled_acceptance``). Every draft and the verify pass read the
+  prompt (``inputs.visible_input`` puts it in front of the masks). The trained
+  head learns from Brown TRAINING windows whose first P tokens play the prompt
+  (``drafting.head_training_data``), i.e. P(SID | prompt, position, content)
+  with prompts shaped like the held-out ones ([BOS] and the first tokens of a
+  sentence).
+- C3: the shortfall alpha*/alpha (``win_condition.shortfall``: with alpha = 0
+  it uses the CI's upper end and is a lower bound) and, optionally, SSLD's
+  end-to-end NFE over its infill accelerator's NFE.
 """
 
 from __future__ import annotations
@@ -40,12 +42,20 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import order, ssld, stats
-from .decoding.config import DecodeResult
-from .decoding.decode import generate
+from .. import order, stats
+from ..decoding.config import DecodeResult
+from ..decoding.decode import generate
+from . import (
+    accelerators,
+    chance_levels,
+    codebooks,
+    drafting,
+    inputs,
+    win_condition,
+)
 
-FIRST_PASS = ssld.FIRST_PASS
-DRAFTS = ssld.DRAFT_NAMES
+FIRST_PASS = codebooks.FIRST_PASS
+DRAFTS = drafting.DRAFT_NAMES
 # the figures of one prompt set that a notebook records (claim_values)
 FIGURE_KEYS = (
     "auc", "auc_lo", "auc_hi", "auc_p", "mean_r_content", "mean_r_function",
@@ -69,7 +79,7 @@ class KeyFigures:
     order: dict  # order.class_order of the confidence-order decode
     order_table: pd.DataFrame  # order.token_table of that decode
     order_result: DecodeResult
-    accelerators: pd.DataFrame  # ssld.accelerator_table
+    accelerators: pd.DataFrame  # accelerators.accelerator_table
     runs: dict[str, DecodeResult]
     strongest: str
     tau_acc: float
@@ -77,17 +87,17 @@ class KeyFigures:
     tau_hi: float
     alpha_star: float
     anchors: torch.Tensor  # (B, G) bool, oracle content anchors (word level)
-    acceptance: pd.DataFrame  # ssld.pooled_acceptance + column "c" (nan: no draft)
+    acceptance: pd.DataFrame  # codebooks.pooled_acceptance + column "c" (nan: no draft)
     anchors_piece: torch.Tensor  # (B, G) bool, every content piece (secondary)
     acceptance_piece: pd.DataFrame  # pooled_acceptance of the same drafts on them
-    codebooks: dict[int, ssld.Codebook]  # the codebooks alpha_SID is pooled over
+    codebooks: dict[int, codebooks.Codebook]  # the codebooks alpha_SID is pooled over
     best_draft: str
     alpha: float
     alpha_lo: float
     alpha_hi: float
     chance: float  # sum_s P(s)^2 over the anchors' IDs (mean over codebooks)
     chance_majority: float  # max_s P(s), the most frequent ID (mean over codebooks)
-    shortfall: ssld.Shortfall
+    shortfall: win_condition.Shortfall
     alpha_piece: float = math.nan  # the best draft's alpha_SID on piece anchors
     alpha_piece_lo: float = math.nan
     alpha_piece_hi: float = math.nan
@@ -112,14 +122,14 @@ def key_figures(
     ``prompt`` (B, P) is the prompt set; every decode uses the same per-row
     random streams (``order.row_generators(seed, B)``), so two prompt sets
     measured with one seed differ only in their prompts. alpha_SID is pooled
-    over the codebooks of ``codebook_seeds`` (``ssld.codebooks``: K k-means IDs
+    over the codebooks of ``codebook_seeds`` (``codebooks.codebooks``: K k-means IDs
     and both drafts per seed, the head trained on ``n_train`` Brown training
     windows whose first P tokens play the prompt). ``e2e_infill`` names an
-    entry of ``ssld.accelerators`` to run SSLD end to end with the best draft
+    entry of ``accelerators.accelerators`` to run SSLD end to end with the best draft
     of the first codebook (None: skip). ``head_kw`` goes to
-    ``ssld.train_sid_head`` (e.g. ``steps``).
+    ``drafting.train_sid_head`` (e.g. ``steps``).
     """
-    from .train import SEQ_LEN
+    from ..train import SEQ_LEN
 
     if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[0] < 1:
         raise ValueError("prompt must be a (batch, prompt_length) tensor, batch >= 1")
@@ -131,7 +141,7 @@ def key_figures(
             f"prompt_length + gen_length = {P + G}: shorten the prompt or the "
             "generation"
         )
-    configs = ssld.accelerators(G, block_length, threshold, temperature,
+    configs = accelerators.accelerators(G, block_length, threshold, temperature,
                                 supports_cache=getattr(target, "supports_cache", False))
     if e2e_infill is not None and e2e_infill not in configs:
         raise ValueError(f"e2e_infill {e2e_infill!r} is not one of {list(configs)}")
@@ -152,33 +162,35 @@ def key_figures(
         t0 = time.perf_counter()
         runs[name] = generate(target, prompt, cfg, gens())
         seconds[name] = time.perf_counter() - t0
-    acc = ssld.accelerator_table(runs, n_boot, seed)
-    strongest = ssld.strongest_accelerator(acc)
+    acc = accelerators.accelerator_table(runs, n_boot, seed)
+    strongest = accelerators.strongest_accelerator(acc)
     tau, tau_lo, tau_hi = (
         float(v) for v in acc.loc[strongest, ["tokens_per_nfe", "low", "high"]])
-    a_star = ssld.alpha_star(tau)
+    a_star = win_condition.alpha_star(tau)
 
     t0 = time.perf_counter()
     ref = runs[next(iter(configs))]  # the plain threshold decode: oracle anchors
     tokens = ref.generated  # (B, G)
-    anchors = ssld.anchor_mask(tokenizer, ref.tokens, lexicon)[:, P:]  # (B, G) words
-    pieces = ssld.anchor_mask(tokenizer, ref.tokens, lexicon, unit="piece")[:, P:]
+    anchors = inputs.anchor_mask(tokenizer, ref.tokens, lexicon)[:, P:]  # (B, G) words
+    pieces = inputs.anchor_mask(tokenizer, ref.tokens, lexicon, unit="piece")[:, P:]
     if not anchors.any():
         raise ValueError("the target's decode holds no content token: no anchors to "
                          "draft; decode more or longer samples")
-    books = ssld.codebooks(target, draft, tokenizer, lexicon, prompt, tokens, anchors,
-                           K, codebook_seeds, levels=levels, n_train=n_train,
-                           n_boot=n_boot, boot_seed=seed, head_kw=head_kw)
+    books = codebooks.codebooks(target, draft, tokenizer, lexicon, prompt, tokens,
+                                anchors, K, codebook_seeds, levels=levels,
+                                n_train=n_train, n_boot=n_boot, boot_seed=seed,
+                                head_kw=head_kw)
     first_book = next(iter(books.values()))
-    table = ssld.pooled_acceptance(books, tokens, anchors, n_boot, seed)
-    table["c"] = [ssld.relative_cost(first_book.outputs[n], target, P + G)
+    table = codebooks.pooled_acceptance(books, tokens, anchors, n_boot, seed)
+    table["c"] = [drafting.relative_cost(first_book.outputs[n], target, P + G)
                   if n in first_book.outputs else math.nan for n in table.index]
-    best = ssld.best_pooled_draft(table)
+    best = codebooks.best_pooled_draft(table)
     alpha, lo, hi = (float(v) for v in table.loc[best, ["alpha", "low", "high"]])
-    levels = ssld.mean_chance_levels(books, tokens, anchors)
-    chance, majority = levels[ssld.CHANCE_FREQUENCY], levels[ssld.CHANCE_MAJORITY]
+    levels = chance_levels.mean_chance_levels(books, tokens, anchors)
+    chance = levels[chance_levels.CHANCE_FREQUENCY]
+    majority = levels[chance_levels.CHANCE_MAJORITY]
     # the secondary figure: the same drafts and decode, every content piece an anchor
-    table_piece = ssld.pooled_acceptance(books, tokens, pieces, n_boot, seed)
+    table_piece = codebooks.pooled_acceptance(books, tokens, pieces, n_boot, seed)
     a_piece, lo_piece, hi_piece = (
         float(v) for v in table_piece.loc[best, ["alpha", "low", "high"]])
     cont_share = float((pieces & ~anchors).sum()) / float(pieces.sum())
@@ -187,9 +199,9 @@ def key_figures(
     e2e = None
     if e2e_infill is not None:
         t0 = time.perf_counter()
-        res = ssld.draft_then_ssld(target, first_book.drafters[best], prompt, anchors,
-                                   first_book.sid, configs[e2e_infill], gens(),
-                                   float(table.loc[best, "c"]))
+        res = accelerators.draft_then_ssld(target, first_book.drafters[best], prompt,
+                                           anchors, first_book.sid, configs[e2e_infill],
+                                           gens(), float(table.loc[best, "c"]))
         acc_nfe = runs[e2e_infill].nfe.detach().cpu().double().numpy()
         est, e_lo, e_hi = stats.ratio_bootstrap(res.nfe.cpu().numpy(), acc_nfe, n_boot,
                                                 seed)
@@ -205,7 +217,7 @@ def key_figures(
         alpha_piece_lo=lo_piece, alpha_piece_hi=hi_piece, continuation_share=cont_share,
         codebooks=books, best_draft=best, alpha=alpha, alpha_lo=lo, alpha_hi=hi,
         chance=chance, chance_majority=majority,
-        shortfall=ssld.shortfall(a_star, alpha, hi), e2e=e2e, seconds=seconds,
+        shortfall=win_condition.shortfall(a_star, alpha, hi), e2e=e2e, seconds=seconds,
     )
 
 

@@ -1,4 +1,4 @@
-"""The information view of SSLD's failure (C8): entropies at commit time, and bounds.
+"""The information view of SSLD's failure (C8): entropies at commit time, per anchor.
 
 The paper's unifying explanation (abstract): *"the information a draft lacks
 about a content anchor is the information that fixes its token, so exact
@@ -6,11 +6,9 @@ acceptance never fires and relaxed acceptance destroys quality ... the
 speculative DLM methods that do work succeed by committing easy,
 high-confidence tokens in token space."* SPEC.md section 5 (C8) asks for the
 conditional entropy of content vs function tokens under the target and for how
-acceptance tracks the entropy of an anchor's semantic ID. The pieces:
+acceptance tracks the entropy of an anchor's semantic ID. The pieces (the
+entropies of one distribution and the bounds are ``measures.entropy``'s):
 
-- ``entropy`` / ``top1_probability``: of a token distribution given by logits,
-  in nats, optionally without the mask token (the decoder never proposes it,
-  so at temperature 1 it samples from the softmax renormalised without it).
 - ``cluster_entropy``: the entropy of a token distribution summed within
   semantic clusters (``semantic.cluster_marginal``), specials dropped and the
   rest renormalised: the uncertainty about an anchor's semantic ID.
@@ -25,61 +23,23 @@ acceptance tracks the entropy of an anchor's semantic ID. The pieces:
 - ``commit_logits``: the same replay (``row_states``) for a few selected
   positions, re-running the denoiser on their states: the full logits each
   one was committed from (e.g. to score the committed token's own ID).
-- Bounds (our formalization, DERIVED): ``max_entropy_given_top1`` (a position
-  committed at confidence >= tau has entropy at most h(tau) + (1 - tau)
-  log(V - 1)) and ``fano_max_hit`` (Fano's inequality: a guess of a K-valued
-  variable from information that leaves entropy H hits with probability at
-  most the p solving H = h(p) + (1 - p) log(K - 1)).
+- ``anchor_table`` / ``binned_rates``: one row per anchor (what SSLD's checks
+  do there, and what is known about it), and rates in bins of one column.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
-from .decoding.config import DecodeResult
+from ..decoding.config import DecodeResult
+from ..measures.entropy import (
+    STAT_DTYPE,
+    entropy_of_log_probs,
+    log_probs,
+    probs_entropy,
+)
 from .semantic import SemanticIDs, cluster_marginal
-
-STAT_DTYPE = torch.float64
-FANO_ITERS = 80  # bisection steps (the interval halves each time)
-
-
-# --- entropies of one distribution ----------------------------------------------------
-
-
-def log_probs(logits: torch.Tensor, exclude: int | None) -> torch.Tensor:
-    """float64 log softmax; token ``exclude`` removed and the rest renormalised."""
-    z = logits.to(STAT_DTYPE)
-    if exclude is not None:
-        if not 0 <= int(exclude) < z.shape[-1]:
-            raise ValueError(
-                f"exclude={exclude} is not a token id of a vocabulary of {z.shape[-1]}"
-            )
-        z = z.clone()
-        z[..., int(exclude)] = float("-inf")
-    return torch.log_softmax(z, dim=-1)
-
-
-def entropy_of_log_probs(logp: torch.Tensor) -> torch.Tensor:
-    """Entropy (nats) from log-probabilities (..., V) -> (...); 0 log 0 = 0."""
-    p = logp.exp()
-    return -(p * logp.masked_fill(p == 0, 0.0)).sum(-1)  # 0 log 0 = 0
-
-
-def entropy(logits: torch.Tensor, exclude: int | None = None) -> torch.Tensor:
-    """Entropy (nats) of softmax(logits) over the last axis: (..., V) -> (...) float64.
-
-    ``exclude``: a token id left out and the rest renormalised (the decoder's
-    proposals never take the mask token).
-    """
-    return entropy_of_log_probs(log_probs(logits, exclude))
-
-
-def top1_probability(logits: torch.Tensor, exclude: int | None = None) -> torch.Tensor:
-    """The largest probability of softmax(logits): (..., V) -> (...) float64."""
-    return log_probs(logits, exclude).amax(-1).exp()
 
 
 def cluster_probabilities(probs: torch.Tensor, sid: SemanticIDs) -> torch.Tensor:
@@ -92,13 +52,6 @@ def cluster_probabilities(probs: torch.Tensor, sid: SemanticIDs) -> torch.Tensor
     total = marg.sum(-1, keepdim=True)
     norm = marg / total.clamp(min=1e-300)
     return torch.where(total > 0, norm, torch.zeros_like(marg))
-
-
-def probs_entropy(probs: torch.Tensor) -> torch.Tensor:
-    """Entropy (nats) of probability vectors (..., K) -> (...) float64; 0 log 0 = 0."""
-    p = probs.to(STAT_DTYPE)
-    logp = torch.log(p.clamp(min=1e-300))
-    return -(p * logp).sum(-1)
 
 
 def cluster_entropy(logits: torch.Tensor, sid: SemanticIDs) -> torch.Tensor:
@@ -306,7 +259,7 @@ def anchor_table(
 
     tokens (B, G): the target's final tokens; anchors (B, G) bool; verify_logits
     (B, G, V): the target's all-masked pass (SSLD's verify pass); ``draft``: an
-    ``ssld.Draft`` (SID log-probabilities and a TOK-mode token per position).
+    ``drafting.Draft`` (SID log-probabilities and a TOK-mode token per position).
     Columns (s = sigma(token), q_Y = the verify pass's ID distribution):
 
     - ``exact_hit``: drafted ID == s (alpha_SID's event); ``first_pass_hit``:
@@ -332,8 +285,8 @@ def anchor_table(
     """
     import pandas as pd
 
+    from .drafting import _tok_proposal
     from .semantic import best_token_in_cluster
-    from .ssld import _tok_proposal
 
     B, G = tokens.shape
     if anchors.shape != (B, G) or verify_logits.shape[:2] != (B, G) \
@@ -419,7 +372,7 @@ def binned_rates(
     """
     import pandas as pd
 
-    from .stats import rate_ci
+    from ..stats import rate_ci
 
     if not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"n_bins must be an integer >= 1, got {n_bins!r}")
@@ -441,52 +394,3 @@ def binned_rates(
                              rate=est, low=lo, high=hi,
                              **{f"mean_{c}": float(sel[c].mean()) for c in means}))
     return pd.DataFrame(rows)
-
-
-# --- bounds (our formalization, DERIVED) ----------------------------------------------
-
-
-def binary_entropy(p) -> np.ndarray:
-    """h(p) = -p log p - (1 - p) log(1 - p) in nats, elementwise (h(0) = h(1) = 0)."""
-    p = np.asarray(p, float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -(p * np.log(p) + (1 - p) * np.log1p(-p))
-    return np.where((p <= 0) | (p >= 1), 0.0, h)
-
-
-def max_entropy_given_top1(p, n: int) -> np.ndarray:
-    """The largest entropy (nats) of n outcomes whose top probability is p.
-
-    The rest spread evenly over the other n - 1 outcomes: h(p) + (1 - p) log(n - 1),
-    for p in [1/n, 1] (at p = 1/n it is log n).
-    """
-    if not isinstance(n, int) or n < 2:
-        raise ValueError(f"n (outcomes) must be an integer >= 2, got {n!r}")
-    p = np.asarray(p, float)
-    if np.any((p < 1.0 / n - 1e-12) | (p > 1)):
-        raise ValueError(f"a top-1 probability must lie in [1/n, 1] = [{1 / n:.3g}, 1]")
-    return binary_entropy(p) + (1 - p) * math.log(n - 1)
-
-
-def fano_max_hit(H, K: int) -> np.ndarray:
-    """Fano's bound: the largest P(guess = S) for a K-valued S with H(S | view) = H.
-
-    Fano: H <= h(Pe) + Pe log(K - 1) with Pe = P(guess != S). The right side
-    grows in Pe on [0, 1 - 1/K], so Pe >= its inverse at H and the hit
-    probability is at most 1 - Pe. Solved by bisection; H in [0, log K] (nats).
-    """
-    if not isinstance(K, int) or K < 2:
-        raise ValueError(f"K (outcomes) must be an integer >= 2, got {K!r}")
-    H = np.asarray(H, float)
-    if np.any(H < -1e-12) or np.any(H > math.log(K) + 1e-9):
-        raise ValueError(
-            f"entropies must lie in [0, log K] = [0, {math.log(K):.4g}] nats")
-    lo = np.zeros_like(H)
-    hi = np.full_like(H, 1 - 1 / K)
-    for _ in range(FANO_ITERS):
-        mid = (lo + hi) / 2
-        f = binary_entropy(mid) + mid * math.log(K - 1)
-        below = f < H
-        lo = np.where(below, mid, lo)
-        hi = np.where(below, hi, mid)
-    return 1 - hi

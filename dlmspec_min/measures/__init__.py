@@ -1,0 +1,3 @@
+"""Measurements: decode order, entropies, determinedness, the judge, word classes,
+statistics, quality.
+"""
