@@ -26,11 +26,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from dlmspec_min import bench
 from dlmspec_min.decoding.config import DecodeConfig
 from dlmspec_min.decoding.decode import generate
 from dlmspec_min.decoding.denoisers import Denoiser, load_denoiser
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.measures import bench
 from dlmspec_min.paths import models_dir
 
 BASE_SHAPE = {"vocab_size": 8192, "hidden_size": 256, "num_hidden_layers": 4,

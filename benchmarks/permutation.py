@@ -26,10 +26,10 @@ from pathlib import Path
 
 import torch
 
-from dlmspec_min import tagger
 from dlmspec_min.decoding.decode import generate
 from dlmspec_min.decoding.denoisers import load_denoiser
-from dlmspec_min.order import row_generators, unconditional_prompt
+from dlmspec_min.measures import tagger
+from dlmspec_min.measures.order import row_generators, unconditional_prompt
 from dlmspec_min.ssld import accelerators, decoder, drafting, inputs, semantic
 
 BUDGET_SECONDS = 5.0

@@ -27,7 +27,7 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 import pytest
 
-from dlmspec_min import calculator, claims
+from dlmspec_min.plumbing import calculator, claims
 from dlmspec_min.ssld import win_condition
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from dlmspec_min import quality
+from dlmspec_min.measures import quality
 from dlmspec_min.ssld import semantic
 
 

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from dlmspec_min.claims import evaluate, load_registry, verdict
+from dlmspec_min.measures.tagger import CONTENT, FUNCTION, Lexicon
+from dlmspec_min.plumbing.claims import evaluate, load_registry, verdict
 from dlmspec_min.ssld import (
     accelerators,
     codebooks,
@@ -21,8 +22,7 @@ from dlmspec_min.ssld import (
     inputs,
 )
 from dlmspec_min.ssld.semantic import semantic_ids_for
-from dlmspec_min.tagger import CONTENT, FUNCTION, Lexicon
-from dlmspec_min.train import SEQ_LEN
+from dlmspec_min.training.train import SEQ_LEN
 
 P, G, BL = 4, 8, 4
 
@@ -226,9 +226,9 @@ def test_key_figures_validates(tiny, figures):
 
 def test_held_out_prompts_are_prefixes_of_held_out_sentences():
     """The prompts C6 uses are real text from the HELD-OUT split (not training)."""
-    from dlmspec_min.corpus import brown_dataset
-    from dlmspec_min.order import held_out_prompts
-    from dlmspec_min.tokenizer import load_tokenizer
+    from dlmspec_min.measures.order import held_out_prompts
+    from dlmspec_min.training.corpus import brown_dataset
+    from dlmspec_min.training.tokenizer import load_tokenizer
 
     tok = load_tokenizer()
     p = held_out_prompts(tok, 5, 9, seed=4)

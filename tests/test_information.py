@@ -11,11 +11,10 @@ import torch
 from conftest import MASK_ID, VOCAB, CachedToyDenoiser, ToyDenoiser, make_prompt
 from scipy import stats as sps
 
-from dlmspec_min import stats
 from dlmspec_min.decoding.config import DecodeConfig
 from dlmspec_min.decoding.decode import generate
-from dlmspec_min.measures import entropy
-from dlmspec_min.order import one_token_per_step, row_generators
+from dlmspec_min.measures import entropy, stats
+from dlmspec_min.measures.order import one_token_per_step, row_generators
 from dlmspec_min.ssld import information as inf
 from dlmspec_min.ssld.semantic import cluster_marginal, fit_semantic_ids
 

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from dlmspec_min import claims, provenance
+from dlmspec_min.plumbing import claims, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -109,8 +109,8 @@ PROBE = textwrap.dedent("""\
     ```{code-cell} ipython3
     import time
 
-    from dlmspec_min.claims import record
-    from dlmspec_min.provenance import record_provenance
+    from dlmspec_min.plumbing.claims import record
+    from dlmspec_min.plumbing.provenance import record_provenance
 
     record_provenance()
     record("probe_run", time.time_ns())  # a new value on every execution

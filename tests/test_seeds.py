@@ -1,4 +1,4 @@
-"""The seed page's helpers (dlmspec_min/seeds.py), on synthetic glue values."""
+"""The seed page's helpers (dlmspec_min/plumbing/seeds.py), on synthetic glue values."""
 
 import copy
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from dlmspec_min import claims, params, provenance, seeds
+from dlmspec_min.plumbing import claims, params, provenance, seeds
 
 REGISTRY = claims.load_registry()
 

@@ -312,7 +312,7 @@ def test_rows_are_decoded_independently():
 @pytest.fixture(scope="module")
 def base_target():
     from dlmspec_min.decoding.denoisers import ModelNotAvailableError, load_denoiser
-    from dlmspec_min.train import held_out_windows
+    from dlmspec_min.training.train import held_out_windows
 
     try:
         den, tok = load_denoiser("dlmspec/base")
@@ -340,7 +340,7 @@ def test_exact_on_the_embedded_target(base_target, cache, lookahead, block_lengt
 
 
 def test_timed_generate_and_loop_overhead_time_the_same_decode():
-    from dlmspec_min import bench
+    from dlmspec_min.measures import bench
 
     den = CachedToyDenoiser(seed=2)
     prompt = make_prompt(2, 4)

@@ -15,7 +15,8 @@ from dlmspec_min.decoding.config import DecodeConfig
 from dlmspec_min.decoding.decode import generate
 from dlmspec_min.decoding.denoisers import Denoiser
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
-from dlmspec_min.order import row_generators
+from dlmspec_min.measures.order import row_generators
+from dlmspec_min.measures.tagger import CONTENT, FUNCTION, Lexicon
 from dlmspec_min.ssld import (
     accelerators,
     chance_levels,
@@ -27,7 +28,6 @@ from dlmspec_min.ssld import (
     win_condition,
 )
 from dlmspec_min.ssld.semantic import fit_semantic_ids, semantic_ids_for
-from dlmspec_min.tagger import CONTENT, FUNCTION, Lexicon
 
 G, BL = 8, 4
 THRESHOLD = DecodeConfig(gen_length=G, block_length=BL, rule="threshold", threshold=0.5)
@@ -327,7 +327,7 @@ def test_anchor_mask_word_and_piece_units(pieces):
     # 8 piece anchors, 4 of them continue a word (##s, ##ed, ##bark, ##ed)
     assert inputs.continuation_share(tok, ids, lexicon) == 0.5
     # a word is one anchor: every word anchor starts a distinct content word
-    from dlmspec_min.tokenizer import word_ids
+    from dlmspec_min.training.tokenizer import word_ids
     for r, row in enumerate(ids.tolist()):
         w = word_ids(tok, row)
         starts = [w[j] for j in range(len(row)) if word[r][j]]
@@ -411,7 +411,7 @@ def test_codebooks_rebuild_ids_and_head_per_seed_and_pool_over_them(tiny):
     """Each codebook equals an acceptance table built by hand with that seed's IDs
     and drafts on the caller's decode; the pooled alpha is the mean over codebooks;
     builds with different seeds draw disjoint codebook seeds."""
-    from dlmspec_min import tagger
+    from dlmspec_min.measures import tagger
 
     (target, tok), (draft_den, _) = tiny["target"], tiny["draft"]
     lexicon = tagger.default_lexicon()

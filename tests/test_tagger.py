@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from dlmspec_min import tagger
-from dlmspec_min.corpus import CorpusError, brown_dir, read_document, read_genres
-from dlmspec_min.tagger import (
+from dlmspec_min.measures import tagger
+from dlmspec_min.measures.tagger import (
     CONTENT,
     FUNCTION,
     PUNCT,
@@ -16,6 +15,12 @@ from dlmspec_min.tagger import (
     Lexicon,
     classes_of_tokens,
     coarse_class,
+)
+from dlmspec_min.training.corpus import (
+    CorpusError,
+    brown_dir,
+    read_document,
+    read_genres,
 )
 
 MIN_AGREEMENT = 0.95  # the bar for held-out agreement
@@ -105,7 +110,7 @@ def test_every_brown_tag_maps():
 @pytest.fixture(scope="module")
 def held_out():
     _corpus_root()
-    from dlmspec_min.corpus import brown_dataset
+    from dlmspec_min.training.corpus import brown_dataset
 
     return brown_dataset("test")
 
@@ -173,14 +178,14 @@ def test_unknown_class_rejected():
 
 @pytest.fixture(scope="module")
 def small_tokenizer():
-    from dlmspec_min.tokenizer import train_tokenizer
+    from dlmspec_min.training.tokenizer import train_tokenizer
 
     sentences = [["The", "dog", "is", "running", "."], ["The", "cat", "sat", "."]] * 5
     return train_tokenizer(sentences, vocab_size=60)
 
 
 def test_subword_pieces_inherit_their_word_class(small_tokenizer):
-    from dlmspec_min.tokenizer import BOS_ID, EOS_ID, MASK_ID, PAD_ID
+    from dlmspec_min.training.tokenizer import BOS_ID, EOS_ID, MASK_ID, PAD_ID
 
     tok = small_tokenizer
     text_ids = tok("The cats dog .", add_special_tokens=False)["input_ids"]
@@ -225,7 +230,7 @@ def _bpe_tokenizer(kind: str):
     ("metaspace", "The dogs barked , then walked home ."),
 ])
 def test_words_of_byte_level_and_sentencepiece_tokenizers(kind, text):
-    from dlmspec_min.tokenizer import (
+    from dlmspec_min.training.tokenizer import (
         continues_word,
         word_convention,
         word_ids,
@@ -252,7 +257,7 @@ def test_words_of_byte_level_and_sentencepiece_tokenizers(kind, text):
 
 
 def test_our_tokenizer_keeps_the_wordpiece_convention():
-    from dlmspec_min.tokenizer import (
+    from dlmspec_min.training.tokenizer import (
         continues_word,
         load_tokenizer,
         word_convention,
@@ -278,7 +283,7 @@ def test_word_anchors_are_one_per_content_word_with_bpe_conventions(kind, text):
     import torch
 
     from dlmspec_min.ssld import inputs
-    from dlmspec_min.tokenizer import word_ids
+    from dlmspec_min.training.tokenizer import word_ids
 
     tok = _bpe_tokenizer(kind)
     ids = [tok.bos_token_id] + tok(text, add_special_tokens=False)["input_ids"]

@@ -356,7 +356,8 @@ def _load_embedded(name: str, device, dtype, device_map=None):
     if not (path / "config.json").exists():
         raise ModelNotAvailableError(
             f"embedded model {name!r} is not in {path}; train it with "
-            f"`python -m dlmspec_min.train --size {size}` (or set DLMSPEC_DATA)"
+            f"`python -m dlmspec_min.training.train --size {size}` "
+            "(or set DLMSPEC_DATA)"
         )
     try:  # weights are stored in float16 (size in git); compute in float32
         denoiser, tokenizer = _from_local_dir(
@@ -366,7 +367,7 @@ def _load_embedded(name: str, device, dtype, device_map=None):
         raise ModelNotAvailableError(
             f"the weights in {path} could not be read ({type(e).__name__}: "
             f"{str(e)[:120]}); restore them with `git checkout -- {path}` or retrain "
-            f"with `python -m dlmspec_min.train --size {size}`"
+            f"with `python -m dlmspec_min.training.train --size {size}`"
         ) from e
     if tokenizer is None:
         from transformers import AutoTokenizer

@@ -16,12 +16,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import stats
 from ..decoding.config import DecodeConfig, DecodeResult
+from ..measures import stats
 from .decoder import SSLDResult, ssld_generate
-from .semantic import (
-    SemanticIDs,
-)
+from .semantic import SemanticIDs
 
 # --- accelerators and timing ----------------------------------------------------------
 

@@ -12,11 +12,7 @@ import numpy as np
 import torch
 
 from .codebooks import Codebook
-from .semantic import (
-    frequency_chance,
-    majority_chance,
-    uniform_chance,
-)
+from .semantic import frequency_chance, majority_chance, uniform_chance
 
 CHANCE_UNIFORM = "1/K (uniform guess)"
 CHANCE_FREQUENCY = "sum_s P(s)^2 (frequency-weighted)"

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import stats
+from ..measures import stats
 from .decoder import target_cluster_argmax, verify_logits
 from .drafting import (
     DRAFT_NAMES,
@@ -26,11 +26,7 @@ from .drafting import (
     drafts_for,
     training_windows,
 )
-from .semantic import (
-    SemanticIDs,
-    majority_chance,
-    semantic_ids_for,
-)
+from .semantic import SemanticIDs, majority_chance, semantic_ids_for
 
 FIRST_PASS = "target itself, first all-masked pass"  # the target's own ID guess
 

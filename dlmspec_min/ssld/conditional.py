@@ -42,9 +42,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import order, stats
 from ..decoding.config import DecodeResult
 from ..decoding.decode import generate
+from ..measures import order, stats
 from . import (
     accelerators,
     chance_levels,
@@ -129,7 +129,7 @@ def key_figures(
     of the first codebook (None: skip). ``head_kw`` goes to
     ``drafting.train_sid_head`` (e.g. ``steps``).
     """
-    from ..train import SEQ_LEN
+    from ..training.train import SEQ_LEN
 
     if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[0] < 1:
         raise ValueError("prompt must be a (batch, prompt_length) tensor, batch >= 1")

@@ -28,10 +28,7 @@ import numpy as np
 import torch
 
 from .inputs import ANCHOR_UNITS, anchor_mask, visible_input
-from .semantic import (
-    SemanticIDs,
-    cluster_marginal,
-)
+from .semantic import SemanticIDs, cluster_marginal
 
 HEAD_STEPS = 200  # L-BFGS iterations
 HEAD_L2 = 1e-3
@@ -308,8 +305,8 @@ class HeadDraft:
 @functools.lru_cache(maxsize=4)
 def _training_rows(tokenizer, seq_len: int | None) -> torch.Tensor:
     """Every Brown training window of a tokenizer (cached: encoding takes seconds)."""
-    from .. import train
-    from ..corpus import brown_dataset
+    from ..training import train
+    from ..training.corpus import brown_dataset
 
     docs = train.encode_documents(brown_dataset("train"), tokenizer)
     return train.windows(docs, seq_len or train.SEQ_LEN)

@@ -372,7 +372,7 @@ def binned_rates(
     """
     import pandas as pd
 
-    from ..stats import rate_ci
+    from ..measures.stats import rate_ci
 
     if not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"n_bins must be an integer >= 1, got {n_bins!r}")

@@ -35,7 +35,7 @@ def content_mask(tokenizer, ids: torch.Tensor, lexicon) -> torch.Tensor:
     Per row, through ``tagger.classes_of_tokens`` (``##`` pieces inherit their
     word's class; special tokens are never content).
     """
-    from ..tagger import CONTENT, classes_of_tokens
+    from ..measures.tagger import CONTENT, classes_of_tokens
 
     rows = [[c == CONTENT for c in classes_of_tokens(tokenizer, r.tolist(), lexicon)]
             for r in ids.cpu()]
@@ -49,7 +49,7 @@ def continuation_mask(tokenizer, ids: torch.Tensor) -> torch.Tensor:
     """(B, L) token ids -> (B, L) bool, True where a token continues the word of the
     token before it (``tokenizer.continues_word``: a ``##`` piece, an unmarked
     BPE piece); word starts and special tokens are False."""
-    from ..tokenizer import continues_word
+    from ..training.tokenizer import continues_word
 
     if ids.dim() != 2:
         raise ValueError(f"ids must be (batch, length), got shape {tuple(ids.shape)}")

@@ -478,7 +478,7 @@ def random_minus_semantic(
     denominator counts the anchors. The interval is the percentile bootstrap
     over sequences (``stats.ratio_bootstrap``). Returns (estimate, low, high).
     """
-    from ..stats import ratio_bootstrap
+    from ..measures.stats import ratio_bootstrap
 
     if not draft_tokens.shape == target_tokens.shape == where.shape:
         raise ValueError("draft, target and where must have one shape (B, G)")

@@ -22,7 +22,7 @@ DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
 
 
 def _model_name(v):
-    from .decoding.denoisers import known_model_names
+    from ..decoding.denoisers import known_model_names
 
     names = known_model_names()
     if v in names or Path(v).is_dir():
@@ -218,8 +218,8 @@ def _config_of(name: str) -> dict:
     (embedded models, local folders); else {} (hub names are checked at load)."""
     import json
 
-    from .decoding.denoisers import EMBEDDED_PREFIX
-    from .paths import models_dir
+    from ..decoding.denoisers import EMBEDDED_PREFIX
+    from ..paths import models_dir
 
     folder = (models_dir() / name[len(EMBEDDED_PREFIX):]
               if name.startswith(EMBEDDED_PREFIX) else Path(name))

@@ -76,7 +76,7 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
-from .paths import cache_dir
+from ..paths import cache_dir
 
 CONTENT, FUNCTION, PUNCT, SPECIAL = "content", "function", "punct", "special"
 CLASSES = (CONTENT, FUNCTION, PUNCT)  # also the tie-break order of Lexicon.fit
@@ -116,7 +116,7 @@ def _base_class(tag: str, original: str) -> str:
         return FUNCTION
     raise ValueError(
         f"unknown Brown tag {original!r} (base tag {tag!r}); add it to the table "
-        "in dlmspec_min/tagger.py"
+        "in dlmspec_min/measures/tagger.py"
     )
 
 
@@ -264,7 +264,7 @@ class Lexicon:
 
 
 def _default_meta() -> dict:
-    from .corpus import BROWN_SHA256, HELD_OUT_FRACTION, SPLIT_SEED
+    from ..training.corpus import BROWN_SHA256, HELD_OUT_FRACTION, SPLIT_SEED
 
     return {
         "corpus_sha256": BROWN_SHA256,
@@ -281,7 +281,7 @@ def default_lexicon(path: Path | None = None) -> Lexicon:
     The cache is rebuilt when the corpus checksum, the split or the tag table
     changed since it was written.
     """
-    from .corpus import brown_dataset
+    from ..training.corpus import brown_dataset
 
     path = Path(path or cache_dir() / LEXICON_FILE)
     meta = _default_meta()
@@ -338,7 +338,7 @@ def classes_of_tokens(tokenizer, ids, lexicon: Lexicon) -> list[str]:
     continue the previous word, so they inherit its class). Every special token
     ([PAD], [UNK], [BOS], [EOS], [MASK]) gives ``"special"``.
     """
-    from .tokenizer import word_ids, words_of
+    from ..training.tokenizer import word_ids, words_of
 
     ids = [int(i) for i in ids]
     words = words_of(tokenizer, ids)

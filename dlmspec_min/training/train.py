@@ -5,8 +5,8 @@ Objective (MDLM/LLaDA): per sequence draw t ~ U(eps, 1), mask each token
 on masked positions weighted by 1/t, normalised by the number of tokens
 (LLaDA, Nie et al. 2025, Eq. 3).
 
-    python -m dlmspec_min.train --tokenizer          # re-create the tokenizer
-    python -m dlmspec_min.train --size base          # re-create data/models/base
+    python -m dlmspec_min.training.train --tokenizer      # re-create the tokenizer
+    python -m dlmspec_min.training.train --size base      # re-create data/models/base
 
 Every run is reproducible on CPU with the same seed and thread count; the log
 (loss and held-out masked accuracy at 15/50/90 % masking) is written next to
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
+from ..decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from ..paths import models_dir
 from .corpus import brown_dataset
-from .decoding.modeling import DLMConfig, DLMForMaskedDiffusion
-from .paths import models_dir
 from .tokenizer import (
     BOS_ID,
     MASK_ID,

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from .paths import REPO_ROOT
+from ..paths import REPO_ROOT
 
 REGISTRY = REPO_ROOT / "book" / "claims.yml"
 EXECUTED_DIR = REPO_ROOT / "_build" / "jupyter_execute"

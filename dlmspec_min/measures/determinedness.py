@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .measures.entropy import entropy_of_log_probs, log_probs
+from .entropy import entropy_of_log_probs, log_probs
 
 DEFAULT_BATCH = 64  # row copies per forward
 MEASURES = ("top1_prob", "correct", "entropy", "p_true")
@@ -169,7 +169,7 @@ def _logits_at(denoiser, copies: torch.Tensor, cols: torch.Tensor) -> torch.Tens
     The embedded model computes its output head only there (``output_mask``);
     any other denoiser gives all positions and the column is picked out.
     """
-    from .decoding.modeling import DLMForMaskedDiffusion
+    from ..decoding.modeling import DLMForMaskedDiffusion
 
     model = getattr(denoiser, "model", None)
     if isinstance(model, DLMForMaskedDiffusion) and not denoiser.shifted:
@@ -227,8 +227,8 @@ def reencode(windows: torch.Tensor, src_tokenizer, dst_tokenizer) -> torch.Tenso
     ``order.unconditional_prompt``); every row is then cut to the shortest, so
     the result is rectangular and each row holds the start of the same text.
     """
+    from ..training.tokenizer import words_of
     from .order import unconditional_prompt
-    from .tokenizer import words_of
 
     if windows.dim() != 2:
         raise ValueError(f"windows must be (rows, length), got {tuple(windows.shape)}")

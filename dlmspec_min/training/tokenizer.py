@@ -13,7 +13,7 @@ import functools
 import json
 from pathlib import Path
 
-from .paths import models_dir
+from ..paths import models_dir
 
 VOCAB_SIZE = 8192
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[BOS]", "[EOS]", "[MASK]"]  # ids 0..4
@@ -98,7 +98,7 @@ def load_tokenizer(path: Path | None = None):
     if not (path / "tokenizer.json").exists():
         raise FileNotFoundError(
             f"no tokenizer in {path}; it is committed with the models "
-            "(re-create it with `python -m dlmspec_min.train --tokenizer`)"
+            "(re-create it with `python -m dlmspec_min.training.train --tokenizer`)"
         )
     return AutoTokenizer.from_pretrained(path)
 

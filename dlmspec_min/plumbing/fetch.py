@@ -16,7 +16,7 @@ import time
 
 
 def main() -> int:
-    from .corpus import CorpusError, fetch_brown
+    from ..training.corpus import CorpusError, fetch_brown
 
     t0 = time.perf_counter()
     try:
@@ -31,7 +31,7 @@ def main() -> int:
     except MathJaxError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    from .judge import JudgeUnavailable, load_judge
+    from ..measures.judge import JudgeUnavailable, load_judge
 
     try:
         load_judge()

@@ -1,12 +1,12 @@
 """``make paper``: every notebook with its paper-scale profile, then a second book.
 
-    python -m dlmspec_min.paper [--overrides shrink.yaml] [--out _build/paper]
+    python -m dlmspec_min.plumbing.paper [--overrides shrink.yaml] [--out _build/paper]
 
 1. Every notebook's parameters are checked first (its profile
    ``notebooks/profiles/paper/NN_name.yaml``, then the overrides file, which
    applies to every notebook; names a notebook lacks are skipped), so a bad
    profile is one line and exit code 2 before any model loads.
-2. Each notebook executes through the runner (``python -m dlmspec_min.run NB
+2. Each notebook executes through the runner (``python -m dlmspec_min.plumbing.run NB
    -f PROFILE -F OVERRIDES -o OUT/notebooks/NN_name.ipynb``), in its own process.
    With ``DLMSPEC_ALLOW_HUB=1`` the runs may download (the hub's offline switches
    that the Makefile sets are lifted for them); otherwise every model, judge and
@@ -30,9 +30,9 @@ import sys
 import time
 from pathlib import Path
 
+from ..decoding.denoisers import ALLOW_HUB_ENV
+from ..paths import REPO_ROOT, cache_dir
 from . import params, run
-from .decoding.denoisers import ALLOW_HUB_ENV
-from .paths import REPO_ROOT, cache_dir
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 PROFILES = NOTEBOOKS / "profiles" / "paper"
@@ -104,7 +104,7 @@ def _run_env() -> dict[str, str]:
 def _run_one(nb: Path, out: Path, overrides: Path | None, log: Path | None):
     """Execute one notebook through the runner; (return code, seconds)."""
     target = out / "notebooks" / f"{nb.stem}.ipynb"
-    cmd = [sys.executable, "-m", "dlmspec_min.run", str(nb), "-f",
+    cmd = [sys.executable, "-m", "dlmspec_min.plumbing.run", str(nb), "-f",
            str(profile_of(nb)), "-o", str(target)]
     if overrides:
         cmd += ["-F", str(overrides)]
@@ -194,7 +194,7 @@ def build_book(out: Path, overrides: Path | None, values, seconds) -> Path:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dlmspec_min.paper",
+    ap = argparse.ArgumentParser(prog="python -m dlmspec_min.plumbing.paper",
                                  description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--overrides", type=Path,

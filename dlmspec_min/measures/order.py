@@ -38,9 +38,15 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..decoding.config import DecodeConfig, DecodeResult
 from . import stats
-from .decoding.config import DecodeConfig, DecodeResult
-from .tagger import CONTENT, FUNCTION, PUNCT, SPECIAL, classes_of_tokens
+from .tagger import (
+    CONTENT,
+    FUNCTION,
+    PUNCT,
+    SPECIAL,
+    classes_of_tokens,
+)
 
 N_BINS = 10  # deciles of decode order
 GLUE = PUNCT  # SPEC.md calls punctuation "glue"
@@ -76,7 +82,7 @@ def held_out_prompts(tokenizer, n: int, length: int, seed: int = 0) -> torch.Ten
     (else [CLS], else none), as in unconditional generation, so greedy decoding
     still gives every prompt its own text.
     """
-    from .corpus import brown_dataset
+    from ..training.corpus import brown_dataset
 
     texts = [" ".join(w) for w in brown_dataset("test")["words"]]
     return prefix_prompts(tokenizer, texts, n, length, seed, "held-out sentences")
@@ -193,13 +199,13 @@ def brown_token_counts(tokenizer, vocab_size: int | None = None) -> np.ndarray:
     tokenizer's serialised form and the corpus checksum and split; tokenizers
     without a serialisable backend are counted afresh every time.
     """
-    from .corpus import (
+    from ..paths import cache_dir
+    from ..training.corpus import (
         BROWN_SHA256,
         HELD_OUT_FRACTION,
         SPLIT_SEED,
         brown_dataset,
     )
-    from .paths import cache_dir
 
     fp = _tokenizer_fingerprint(tokenizer)
     path = None

@@ -1,10 +1,12 @@
 """Rerun one notebook of the book with new parameters.
 
-    python -m dlmspec_min.run notebooks/02_anchor_acceptance.md -p n_samples 512
-    python -m dlmspec_min.run notebooks/07_strong_model.md \
+    python -m dlmspec_min.plumbing.run notebooks/02_anchor_acceptance.md \
+        -p n_samples 512
+    python -m dlmspec_min.plumbing.run notebooks/07_strong_model.md \
         -f notebooks/profiles/paper/07_strong_model.yaml -f shrink.yaml
-    python -m dlmspec_min.run notebooks/01_easy_first.md -F overrides-for-all.yaml
-    python -m dlmspec_min.run notebooks/01_easy_first.md --help    # its parameters
+    python -m dlmspec_min.plumbing.run notebooks/01_easy_first.md \
+        -F overrides-for-all.yaml
+    python -m dlmspec_min.plumbing.run notebooks/01_easy_first.md --help  # parameters
 
 The MyST text notebook is read with jupytext and executed with papermill into
 ``_build/papermill/<name>.ipynb`` (parameters injected after the ``parameters``
@@ -30,8 +32,8 @@ from pathlib import Path
 
 import yaml
 
+from ..paths import REPO_ROOT
 from . import claims, params
-from .paths import REPO_ROOT
 
 OUT_DIR = REPO_ROOT / "_build" / "papermill"
 EXIT_BAD_PARAMETER = 2
@@ -227,7 +229,7 @@ def execute(notebook: Path, values: dict[str, object], output: Path | None = Non
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m dlmspec_min.run",
+        prog="python -m dlmspec_min.plumbing.run",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         add_help=False,

@@ -35,7 +35,7 @@ import subprocess
 import tomllib
 from pathlib import Path
 
-from .paths import REPO_ROOT, models_dir
+from ..paths import REPO_ROOT, models_dir
 
 FINGERPRINT_KEY = "provenance_fingerprint"
 COMMIT_KEY = "provenance_commit"
@@ -69,7 +69,8 @@ def _installed(name: str) -> str:
 
 
 def _fetched_pins() -> str:
-    from . import corpus, judge
+    from ..measures import judge
+    from ..training import corpus
 
     return "|".join([corpus.BROWN_PACKAGE, corpus.BROWN_SHA256,
                      corpus.BROWN_TREE_SHA256, judge.SMOLLM2_PIN,

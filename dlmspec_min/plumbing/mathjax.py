@@ -16,14 +16,14 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from . import npm
-from .paths import cache_dir
+from ..paths import cache_dir
+from ..training import npm
 
 MATHJAX_PACKAGE = "mathjax@3.2.2"
 MATHJAX_SHA256 = "1b9c0a1c44df864e915690558e72adb9cc5203360daefd385084ced3b6c64c09"
 MATHJAX_FILE = "tex-svg-full.js"  # es5/ in the package; self-contained, no fonts
 KEPT = {f"package/es5/{MATHJAX_FILE}": MATHJAX_FILE, "package/LICENSE": "LICENSE"}
-FETCH_HINT = "run `make data` (or `python -m dlmspec_min.fetch`) to fetch it"
+FETCH_HINT = "run `make data` (or `python -m dlmspec_min.plumbing.fetch`) to fetch it"
 
 
 class MathJaxError(RuntimeError):

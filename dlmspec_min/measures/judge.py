@@ -48,8 +48,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .paths import cache_dir
-from .tokenizer import save_tokenizer
+from ..paths import cache_dir
+from ..training.tokenizer import save_tokenizer
 
 SMOLLM2 = "smollm2-135m"
 GPT2 = "gpt2"

@@ -68,7 +68,7 @@ def loop_overhead(denoiser, prompt, config, repeats: int = 3, generator=None,
     untimed first runs (when the model is warm already). Returns seconds and
     ratios.
     """
-    from .decoding.decode import generate
+    from ..decoding.decode import generate
 
     gen = generator or (lambda: None)
     rec = Recorder(denoiser)
@@ -115,7 +115,7 @@ class TimedDenoiser:
 
 def timed_generate(denoiser, prompt, config, generator=None):
     """``generate`` with its forwards timed: (result, times and ratios)."""
-    from .decoding.decode import generate
+    from ..decoding.decode import generate
 
     timed = TimedDenoiser(denoiser)
     w0, c0 = time.perf_counter(), time.process_time()
