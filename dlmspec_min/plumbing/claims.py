@@ -28,6 +28,9 @@ EXECUTED_DIR = REPO_ROOT / "_build" / "jupyter_execute"
 NOT_REBUILT = "not yet rebuilt"
 NOT_REPLICATED = "not replicated"
 STALE = "stale"  # the notebook ran under another fingerprint than the build's
+# the glue keys of a run's provenance (``provenance.record_provenance`` records them)
+FINGERPRINT_KEY = "provenance_fingerprint"
+COMMIT_KEY = "provenance_commit"
 INCONCLUSIVE = "inconclusive"
 # the kinds a registry without its own ``verdicts:`` list may use
 VERDICTS = ["replicated", "direction only", INCONCLUSIVE, NOT_REPLICATED, NOT_REBUILT]
@@ -233,8 +236,6 @@ def dashboard_rows(executed_dir: Path = EXECUTED_DIR, registry: dict | None = No
     glued with another one shows the verdict ``STALE``: its numbers may not be
     what the current code gives.
     """
-    from .provenance import COMMIT_KEY, FINGERPRINT_KEY
-
     registry = registry or load_registry()
     rows = []
     for cid, claim in registry["claims"].items():

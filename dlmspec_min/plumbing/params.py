@@ -274,13 +274,15 @@ def _n_tau(values):
 
 
 def _seed_plan(values):
-    """The seed page's claims are registered for it, and each has sizes that its
-    notebook's runner accepts (names, types, values, relations)."""
+    """The seed page's claims are registered for it, each with its sizes
+    (``seeds.check_plan``). That the runner of each claim's notebook accepts
+    those sizes (names, types, values, relations) is checked by the runner
+    itself (``run.check_relations``, through ``run.prepare_runs``)."""
     from . import claims, seeds
 
     try:
-        seeds.prepare_runs(values["claims"], values["seeds"], values["sizes"],
-                           claims.load_registry())
+        seeds.check_plan(values["claims"], values["seeds"], values["sizes"],
+                         claims.load_registry())
     except ValueError as e:
         return str(e)
     return None

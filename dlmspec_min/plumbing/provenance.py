@@ -36,9 +36,8 @@ import tomllib
 from pathlib import Path
 
 from ..paths import REPO_ROOT, models_dir
+from .claims import COMMIT_KEY, FINGERPRINT_KEY, _value_of, record
 
-FINGERPRINT_KEY = "provenance_fingerprint"
-COMMIT_KEY = "provenance_commit"
 SHORT = 16  # hex digits shown and compared
 COMPONENTS = ("code", "models", "fetched", "registry", "packages")
 SOURCES_KEY = "provenance_sources"  # digest of the notebooks a page runs
@@ -118,8 +117,6 @@ def commit(root: Path = REPO_ROOT) -> str:
 
 def record_provenance() -> dict[str, str]:
     """Glue this run's fingerprint and commit (call once per notebook)."""
-    from .claims import record
-
     return {FINGERPRINT_KEY: record(FINGERPRINT_KEY, fingerprint()),
             COMMIT_KEY: record(COMMIT_KEY, commit())}
 
@@ -135,8 +132,6 @@ def sources_digest(files: list[str], root: Path = REPO_ROOT) -> str:
 
 def record_sources(files: list[str]) -> str:
     """Glue the digest of the notebooks (repository paths) this page runs."""
-    from .claims import record
-
     record(SOURCE_FILES_KEY, ",".join(sorted(files)))
     return record(SOURCES_KEY, sources_digest(files))
 
@@ -154,8 +149,6 @@ def sources_current(glued: dict, root: Path = REPO_ROOT) -> bool:
 
 
 def _glued_in(nb, keys) -> dict:
-    from .claims import _value_of
-
     found = {}
     for cell in nb["cells"]:
         for out in cell.get("outputs", []):

@@ -34,9 +34,11 @@ import yaml
 
 from ..paths import REPO_ROOT
 from . import claims, params
+from .seeds import check_plan
 
 OUT_DIR = REPO_ROOT / "_build" / "papermill"
 EXIT_BAD_PARAMETER = 2
+SEED_PLAN = ("claims", "seeds", "sizes")  # the seed page's parameters
 
 
 class ParameterError(ValueError):
@@ -131,6 +133,11 @@ def check_relations(notebook_params: dict[str, dict], values: dict[str, object])
         params.check_relations(merged)
     except ValueError as e:
         raise ParameterError(str(e)) from None
+    if all(n in merged for n in SEED_PLAN):  # the seed page: each run, by this runner
+        try:
+            prepare_runs(*(merged[n] for n in SEED_PLAN), claims.load_registry())
+        except ValueError as e:
+            raise ParameterError(f"parameters {', '.join(SEED_PLAN)}: {e}") from None
 
 
 def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=()):
@@ -183,6 +190,22 @@ def prepare(notebook: Path, given: dict[str, object]) -> dict[str, object]:
     values = resolve(declared, given)
     check_relations(declared, values)
     return values
+
+
+def prepare_runs(claim_ids: list, seeds: list, sizes: dict, registry: dict) -> list:
+    """Every run of the plan as (claim, seed, notebook path, checked parameters),
+    checked by the runner before any executes; one-line ``ValueError`` otherwise."""
+    check_plan(claim_ids, seeds, sizes, registry)
+    plan = []
+    for c in claim_ids:
+        notebook = REPO_ROOT / registry["claims"][c]["notebook"]
+        for s in seeds:
+            try:
+                values = prepare(notebook, {**sizes[c], "seed": s})
+            except ParameterError as e:
+                raise ValueError(f"sizes of {c} ({notebook.name}): {e}") from None
+            plan.append((c, s, notebook, values))
+    return plan
 
 
 def execute(notebook: Path, values: dict[str, object], output: Path | None = None,

@@ -48,24 +48,6 @@ def check_plan(claim_ids: list, seeds: list, sizes: dict, registry: dict) -> Non
         raise ValueError(f"sizes of {with_seed} set 'seed'; the page sets it per run")
 
 
-def prepare_runs(claim_ids: list, seeds: list, sizes: dict, registry: dict) -> list:
-    """Every run of the plan as (claim, seed, notebook path, checked parameters),
-    checked by the runner before any executes; one-line ``ValueError`` otherwise."""
-    from . import run
-
-    check_plan(claim_ids, seeds, sizes, registry)
-    plan = []
-    for c in claim_ids:
-        notebook = REPO_ROOT / registry["claims"][c]["notebook"]
-        for s in seeds:
-            try:
-                values = run.prepare(notebook, {**sizes[c], "seed": s})
-            except run.ParameterError as e:
-                raise ValueError(f"sizes of {c} ({notebook.name}): {e}") from None
-            plan.append((c, s, notebook, values))
-    return plan
-
-
 @contextlib.contextmanager
 def stderr_to(path: Path):
     """Send file descriptor 2 to ``path`` meanwhile: the kernels a run starts
