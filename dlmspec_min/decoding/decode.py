@@ -40,9 +40,10 @@ Choices this module makes on purpose (the book's Formalization chapter states th
   in a fixed order per step: Gumbel noise ``(rows, block, V)`` if tau > 0, then
   the ``(rows, block)`` uniform scores if ``remasking="random"``, both float64.
 
-The step logic lives in small functions (``block_logits``, ``propose_tokens``,
-``token_confidence``, ``transfer_index``) so that a trajectory-speculation
-option can reuse them around a different "what to verify" step:
+The step logic lives in small functions of ``steps`` (``block_logits``,
+``propose_tokens``, ``token_confidence``, ``transfer_index``; the options and
+the result are ``config``'s) so that a trajectory-speculation option can reuse
+them around a different "what to verify" step:
 ``speculate="trajectory"`` (SPEC.md 4) hands the decode to
 ``speculate.decode_trajectory``, which drafts future states, verifies them in
 one batched call and follows this loop's own commit rule (``select_commits``)

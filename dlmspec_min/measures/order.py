@@ -40,13 +40,7 @@ import torch
 
 from ..decoding.config import DecodeConfig, DecodeResult
 from . import stats
-from .tagger import (
-    CONTENT,
-    FUNCTION,
-    PUNCT,
-    SPECIAL,
-    classes_of_tokens,
-)
+from .tagger import CONTENT, FUNCTION, PUNCT, SPECIAL, classes_of_tokens
 
 N_BINS = 10  # deciles of decode order
 GLUE = PUNCT  # SPEC.md calls punctuation "glue"

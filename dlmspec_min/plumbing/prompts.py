@@ -87,11 +87,7 @@ def dataset_texts(source: DatasetSource) -> list[str]:
 def make_prompts(tokenizer, source: str, n: int, length: int,
                  seed: int = 0) -> torch.Tensor:
     """(n, P) prompts from ``source`` (see the module docstring); P = 1 for bos."""
-    from ..measures.order import (
-        held_out_prompts,
-        prefix_prompts,
-        unconditional_prompt,
-    )
+    from ..measures.order import held_out_prompts, prefix_prompts, unconditional_prompt
 
     parsed = parse_source(source)
     if parsed == BOS:

@@ -45,14 +45,7 @@ import torch
 from ..decoding.config import DecodeResult
 from ..decoding.decode import generate
 from ..measures import order, stats
-from . import (
-    accelerators,
-    chance_levels,
-    codebooks,
-    drafting,
-    inputs,
-    win_condition,
-)
+from . import accelerators, chance_levels, codebooks, drafting, inputs, win_condition
 
 FIRST_PASS = codebooks.FIRST_PASS
 DRAFTS = drafting.DRAFT_NAMES

@@ -35,11 +35,7 @@ from ..decoding.config import DecodeConfig, DecodeResult
 from ..decoding.decode import generate
 from .drafting import Draft, _tok_proposal
 from .inputs import visible_input
-from .semantic import (
-    SemanticIDs,
-    best_token_in_cluster,
-    cluster_marginal,
-)
+from .semantic import SemanticIDs, best_token_in_cluster, cluster_marginal
 
 MODES = ("exact", "relaxed")
 
