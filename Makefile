@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 data: setup
-	$(PY) -m dlmspec_min.fetch
+	$(PY) -m dlmspec_min.plumbing.fetch
 
 # A notebook that ran under another fingerprint than this build's (library,
 # weights, fetched data, registry, pinned packages) is executed again by the
@@ -52,7 +52,7 @@ PAPER_DIR ?= _build/paper
 PAPER_OVERRIDES ?=
 PAPER_JOBS ?= 1
 paper: data
-	$(PY) -m dlmspec_min.paper --out $(PAPER_DIR) --jobs $(PAPER_JOBS) $(if $(PAPER_OVERRIDES),--overrides $(PAPER_OVERRIDES))
+	$(PY) -m dlmspec_min.plumbing.paper --out $(PAPER_DIR) --jobs $(PAPER_JOBS) $(if $(PAPER_OVERRIDES),--overrides $(PAPER_OVERRIDES))
 
 test: book
 	$(PY) -m pytest -q

@@ -1,6 +1,6 @@
 """How much of a decode is Python bookkeeping rather than model forwards?
 
-Runs ``dlmspec_min.decode.generate`` on the 'base' embedded model shape
+Runs ``dlmspec_min.decoding.decode.generate`` on the 'base' embedded model shape
 (hidden 256, 4 layers, 4 heads, intermediate 768, vocab 8192; the trained
 weights from data/models/base when they exist, random weights otherwise),
 batch 1, a 64-token sequence. For each decoder setting it records the exact
@@ -26,10 +26,11 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from dlmspec_min import bench
-from dlmspec_min.decode import DecodeConfig, generate
-from dlmspec_min.denoisers import Denoiser, load_denoiser
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.decoding.config import DecodeConfig
+from dlmspec_min.decoding.decode import generate
+from dlmspec_min.decoding.denoisers import Denoiser, load_denoiser
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.measures import bench
 from dlmspec_min.paths import models_dir
 
 BASE_SHAPE = {"vocab_size": 8192, "hidden_size": 256, "num_hidden_layers": 4,

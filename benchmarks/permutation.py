@@ -26,10 +26,11 @@ from pathlib import Path
 
 import torch
 
-from dlmspec_min import semantic, ssld, tagger
-from dlmspec_min.decode import generate
-from dlmspec_min.denoisers import load_denoiser
-from dlmspec_min.order import row_generators, unconditional_prompt
+from dlmspec_min.decoding.decode import generate
+from dlmspec_min.decoding.denoisers import load_denoiser
+from dlmspec_min.measures import tagger
+from dlmspec_min.measures.order import row_generators, unconditional_prompt
+from dlmspec_min.ssld import accelerators, decoder, drafting, inputs, semantic
 
 BUDGET_SECONDS = 5.0
 
@@ -39,13 +40,13 @@ def default_pairs(n_samples=32, gen_length=48, K=256, seed=0):
     draft, _ = load_denoiser("dlmspec/small")
     sid = semantic.semantic_ids_for(target, K, seed=seed, tokenizer=tok)
     prompt = unconditional_prompt(tok, n_samples)
-    cfg = ssld.accelerators(gen_length, 16, 0.9, 1.0)["Fast-dLLM threshold"]
+    cfg = accelerators.accelerators(gen_length, 16, 0.9, 1.0)["Fast-dLLM threshold"]
     ref = generate(target, prompt, cfg, row_generators(seed, n_samples))
     P = prompt.shape[1]
-    anchors = ssld.anchor_mask(tok, ref.tokens, tagger.default_lexicon())[:, P:]
-    logits = ssld.verify_logits(target, prompt, gen_length)
+    anchors = inputs.anchor_mask(tok, ref.tokens, tagger.default_lexicon())[:, P:]
+    logits = decoder.verify_logits(target, prompt, gen_length)
     verify = logits.masked_fill(sid.special, float("-inf")).argmax(-1)
-    drafted = ssld.SmallMarginalDraft(draft, sid)(prompt, gen_length).tokens
+    drafted = drafting.SmallMarginalDraft(draft, sid)(prompt, gen_length).tokens
     return sid, {"verify-pass pairs": (drafted[anchors], verify[anchors]),
                  "final-token pairs": (drafted[anchors], ref.generated[anchors])}
 

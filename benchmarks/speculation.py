@@ -13,7 +13,7 @@ and reports NFE, tokens per NFE, token-forwards, wall/CPU seconds, exact match
 to the base policy, the speedup in tokens per NFE over Fast-dLLM threshold
 (bootstrap CI over prompts), and the loop overhead at batch 1: the whole decode
 against its forwards alone, both timed inside the same decode and replayed
-(``dlmspec_min.bench``). Requirements (issue 7): speedup >= 1.3 with 100 %
+(``dlmspec_min.measures.bench``). Requirements (issue 7): speedup >= 1.3 with 100 %
 exact match; overhead ratio < 1.10. ``--check`` exits 1 if one fails.
 
     python benchmarks/speculation.py [--n-prompts 8] [--threads N] [--json PATH]
@@ -29,14 +29,14 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from dlmspec_min import bench, stats
-from dlmspec_min.decode import DecodeConfig
-from dlmspec_min.denoisers import Denoiser, load_denoiser
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
-from dlmspec_min.order import held_out_prompts
+from dlmspec_min.decoding.config import DecodeConfig
+from dlmspec_min.decoding.denoisers import Denoiser, load_denoiser
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.decoding.speculate import drift
+from dlmspec_min.measures import bench, stats
+from dlmspec_min.measures.order import held_out_prompts
 from dlmspec_min.paths import models_dir
-from dlmspec_min.speculate import drift
-from dlmspec_min.tokenizer import BOS_ID
+from dlmspec_min.training.tokenizer import BOS_ID
 
 BASE_SHAPE = {"vocab_size": 8192, "hidden_size": 256, "num_hidden_layers": 4,
               "num_attention_heads": 4, "intermediate_size": 768}

@@ -5,6 +5,6 @@ Decoding Fails for Diffusion Language Models". Importing it registers the
 embedded LLaDA-style model with the transformers Auto classes.
 """
 
-from . import modeling  # noqa: F401  (registers the "dlmspec" model type)
+from .decoding import modeling  # noqa: F401  (registers the "dlmspec" model type)
 
 __version__ = "0.1.0"

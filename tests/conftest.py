@@ -87,8 +87,8 @@ def tiny_models(tmp_path_factory):
     {"target": (denoiser, tokenizer), "draft": (denoiser, tokenizer)}."""
     import shutil
 
-    from dlmspec_min.denoisers import load_denoiser
-    from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+    from dlmspec_min.decoding.denoisers import load_denoiser
+    from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
     from dlmspec_min.paths import models_dir
 
     root = tmp_path_factory.mktemp("tiny_models")

@@ -10,7 +10,7 @@ import jupytext
 import pytest
 import yaml
 
-from dlmspec_min import claims
+from dlmspec_min.plumbing import claims
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))

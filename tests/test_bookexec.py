@@ -1,4 +1,4 @@
-"""Notebooks executed several at a time ahead of Sphinx (dlmspec_min/bookexec.py)."""
+"""Notebooks executed several at a time ahead of Sphinx (plumbing/bookexec.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from jupyter_cache import get_cache
 from myst_nb.core.read import read_myst_markdown_notebook
 from test_provenance import CONFIG, PROBE, _copy_package
 
-from dlmspec_min import bookexec, claims
+from dlmspec_min.plumbing import bookexec, claims
 
 HEADER = PROBE.split("# Probe")[0]
 

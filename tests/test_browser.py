@@ -27,7 +27,8 @@ from urllib.parse import unquote, urldefrag, urlparse
 
 import pytest
 
-from dlmspec_min import calculator, claims, ssld
+from dlmspec_min.plumbing import calculator, claims
+from dlmspec_min.ssld import win_condition
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML = ROOT / "_build" / "html"
@@ -301,10 +302,10 @@ def test_the_html_sources_name_no_outside_script_or_stylesheet():
 
 def _expected(v: dict) -> dict:
     """What ssld computes for the form's inputs ``v`` (the page must show the same)."""
-    star = ssld.alpha_star(v["tau_acc"])
-    tokens = ssld.model_a_tokens_per_cost(v["alpha"], v["gamma"], v["c"])
+    star = win_condition.alpha_star(v["tau_acc"])
+    tokens = win_condition.model_a_tokens_per_cost(v["alpha"], v["gamma"], v["c"])
     try:
-        sf = ssld.shortfall(star, v["alpha"], v["alpha_hi"])
+        sf = win_condition.shortfall(star, v["alpha"], v["alpha_hi"])
         short, bound = sf.value, sf.lower_bound
     except ValueError:  # both 0: the library refuses, the page says unbounded
         short, bound = math.inf, False
@@ -312,10 +313,11 @@ def _expected(v: dict) -> dict:
         "a-tokens": tokens,
         "a-beats": tokens > v["tau_acc"],
         "alpha-star": star,
-        "a-needed": ssld.model_a_alpha_needed(v["tau_acc"], v["gamma"], v["c"]),
-        "b-needed": ssld.model_b_alpha_needed(v["n_anchors"], v["delta"],
-                                              v["n_draft"], v["c"]),
-        "b-slowdown": ssld.model_b_slowdown(v["n_acc"], v["n_draft"], v["c"]),
+        "a-needed": win_condition.model_a_alpha_needed(v["tau_acc"], v["gamma"],
+                                                       v["c"]),
+        "b-needed": win_condition.model_b_alpha_needed(v["n_anchors"], v["delta"],
+                                                       v["n_draft"], v["c"]),
+        "b-slowdown": win_condition.model_b_slowdown(v["n_acc"], v["n_draft"], v["c"]),
         "shortfall": short,
         "shortfall-lower-bound": bound,
     }

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dlmspec_min import claims
+from dlmspec_min.plumbing import claims
 
 
 def test_plain_casts_numpy_and_torch_scalars():

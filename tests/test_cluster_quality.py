@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from dlmspec_min import quality, semantic
+from dlmspec_min.measures import quality
+from dlmspec_min.ssld import semantic
 
 
 def _sid(sizes=(3, 2, 1), n_special=2):

@@ -1,4 +1,4 @@
-"""C6 machinery (``dlmspec_min.conditional``): the C1-C3 key figures of one prompt
+"""C6 machinery (``dlmspec_min.ssld.conditional``): the C1-C3 key figures of one prompt
 set, and the premise that SSLD's drafts and verify pass read the prompt. Synthetic
 decode results, tiny random-weight models with the project's tokenizer."""
 
@@ -11,11 +11,18 @@ import pandas as pd
 import pytest
 import torch
 
-from dlmspec_min import conditional, ssld
-from dlmspec_min.claims import evaluate, load_registry, verdict
-from dlmspec_min.semantic import semantic_ids_for
-from dlmspec_min.tagger import CONTENT, FUNCTION, Lexicon
-from dlmspec_min.train import SEQ_LEN
+from dlmspec_min.measures.tagger import CONTENT, FUNCTION, Lexicon
+from dlmspec_min.plumbing.claims import evaluate, load_registry, verdict
+from dlmspec_min.ssld import (
+    accelerators,
+    codebooks,
+    conditional,
+    decoder,
+    drafting,
+    inputs,
+)
+from dlmspec_min.ssld.semantic import semantic_ids_for
+from dlmspec_min.training.train import SEQ_LEN
 
 P, G, BL = 4, 8, 4
 
@@ -32,7 +39,7 @@ def _run(nfe, gen_length=G, token_forwards=None):
 
 def test_accelerator_table_pools_tokens_over_forwards():
     runs = {"a": _run([8, 4, 2]), "b": _run([8, 8, 8])}
-    t = ssld.accelerator_table(runs, n_boot=200, seed=0)
+    t = accelerators.accelerator_table(runs, n_boot=200, seed=0)
     assert list(t.index) == ["a", "b"]
     # pooled: all tokens over all forwards, not the mean of per-row ratios
     assert t.loc["a", "tokens_per_nfe"] == pytest.approx(3 * G / 14)
@@ -42,18 +49,18 @@ def test_accelerator_table_pools_tokens_over_forwards():
     assert t.loc["a", "low"] <= t.loc["a", "tokens_per_nfe"] <= t.loc["a", "high"]
     assert t.loc["a", "nfe_per_sample"] == pytest.approx(14 / 3)
     with pytest.raises(ValueError, match="no accelerator runs"):
-        ssld.accelerator_table({})
+        accelerators.accelerator_table({})
 
 
 def test_strongest_accelerator_breaks_ties_by_token_forwards():
     runs = {"plain": _run([4, 4], token_forwards=[90, 90]),
             "cached": _run([4, 4], token_forwards=[40, 40]),
             "slow": _run([8, 8], token_forwards=[10, 10])}
-    t = ssld.accelerator_table(runs, n_boot=50)
-    assert ssld.strongest_accelerator(t) == "cached"
-    assert ssld.strongest_accelerator(t.drop(index="cached")) == "plain"
+    t = accelerators.accelerator_table(runs, n_boot=50)
+    assert accelerators.strongest_accelerator(t) == "cached"
+    assert accelerators.strongest_accelerator(t.drop(index="cached")) == "plain"
     with pytest.raises(ValueError, match="accelerator_table"):
-        ssld.strongest_accelerator(t[["low"]])
+        accelerators.strongest_accelerator(t[["low"]])
 
 
 # --- tiny random-weight models --------------------------------------------------------
@@ -82,7 +89,7 @@ def _windows(tok, lexicon, n=6, seed=1):
     g = torch.Generator().manual_seed(seed)
     w = torch.randint(5, 8192, (n, P + G), generator=g)
     w[:, 0] = tok.bos_token_id
-    return w, ssld.anchor_mask(tok, w, lexicon)
+    return w, inputs.anchor_mask(tok, w, lexicon)
 
 
 def test_drafts_and_verify_pass_read_the_prompt(tiny):
@@ -92,18 +99,18 @@ def test_drafts_and_verify_pass_read_the_prompt(tiny):
     p = _prompts(tok, 2)
     prompt = torch.stack([p[0], p[0], p[1]])  # rows 0 and 1 share a prompt
     windows, content = _windows(tok, lexicon)
-    head = ssld.HeadDraft.fit(draft, sid, windows, content, P, G, steps=5)
-    outs = {"small": ssld.SmallMarginalDraft(draft, sid)(prompt, G).log_probs,
+    head = drafting.HeadDraft.fit(draft, sid, windows, content, P, G, steps=5)
+    outs = {"small": drafting.SmallMarginalDraft(draft, sid)(prompt, G).log_probs,
             "head": head(prompt, G).log_probs,
-            "verify": ssld.verify_logits(target, prompt, G)}
+            "verify": decoder.verify_logits(target, prompt, G)}
     for name, x in outs.items():
         assert torch.allclose(x[0], x[1]), name
         assert not torch.allclose(x[0], x[2]), name
     # the head's training features come from the windows' first P tokens
-    f1, _ = ssld.head_training_data(draft, sid, windows, content, P, G)
+    f1, _ = drafting.head_training_data(draft, sid, windows, content, P, G)
     changed = windows.clone()
     changed[:, 1] = (changed[:, 1] + 1 - 5) % (8192 - 5) + 5
-    f2, _ = ssld.head_training_data(draft, sid, changed, content, P, G)
+    f2, _ = drafting.head_training_data(draft, sid, changed, content, P, G)
     assert f1.shape == f2.shape and not torch.allclose(f1, f2)
 
 
@@ -125,7 +132,7 @@ def test_key_figures_are_consistent_and_deterministic(tiny, figures):
     figs, _ = figures
     f = figs["prompted"]
     assert f.prompt_length == P and f.anchors.shape == (3, G)
-    assert set(f.accelerators.index) == set(ssld.accelerators(G, BL, 0.5, 1.0))
+    assert set(f.accelerators.index) == set(accelerators.accelerators(G, BL, 0.5, 1.0))
     assert f.tau_acc == pytest.approx(f.accelerators["tokens_per_nfe"].max())
     assert f.alpha_star == pytest.approx(1 - 1 / f.tau_acc)
     assert f.best_draft in conditional.DRAFTS
@@ -156,15 +163,15 @@ def test_word_anchors_headline_piece_anchors_beside_it(tiny, figures):
     f = figures[0]["prompted"]
     tok, lexicon = tiny["target"][1], tiny["lexicon"]
     ref = f.runs["Fast-dLLM threshold"].tokens
-    assert torch.equal(f.anchors, ssld.anchor_mask(tok, ref, lexicon)[:, P:])
+    assert torch.equal(f.anchors, inputs.anchor_mask(tok, ref, lexicon)[:, P:])
     assert torch.equal(f.anchors_piece,
-                       ssld.anchor_mask(tok, ref, lexicon, unit="piece")[:, P:])
-    cont = ssld.continuation_mask(tok, ref)[:, P:]
+                       inputs.anchor_mask(tok, ref, lexicon, unit="piece")[:, P:])
+    cont = inputs.continuation_mask(tok, ref)[:, P:]
     assert torch.equal(f.anchors, f.anchors_piece & ~cont)
     assert f.continuation_share == pytest.approx(
         float((f.anchors_piece & cont).sum() / f.anchors_piece.sum()))
     tokens = f.runs["Fast-dLLM threshold"].generated
-    again = ssld.pooled_acceptance(f.codebooks, tokens, f.anchors_piece, 100, 3)
+    again = codebooks.pooled_acceptance(f.codebooks, tokens, f.anchors_piece, 100, 3)
     assert f.alpha_piece == pytest.approx(again.loc[f.best_draft, "alpha"])
     assert f.alpha_piece_lo <= f.alpha_piece <= f.alpha_piece_hi
     values = conditional.claim_values(f)
@@ -219,9 +226,9 @@ def test_key_figures_validates(tiny, figures):
 
 def test_held_out_prompts_are_prefixes_of_held_out_sentences():
     """The prompts C6 uses are real text from the HELD-OUT split (not training)."""
-    from dlmspec_min.corpus import brown_dataset
-    from dlmspec_min.order import held_out_prompts
-    from dlmspec_min.tokenizer import load_tokenizer
+    from dlmspec_min.measures.order import held_out_prompts
+    from dlmspec_min.training.corpus import brown_dataset
+    from dlmspec_min.training.tokenizer import load_tokenizer
 
     tok = load_tokenizer()
     p = held_out_prompts(tok, 5, 9, seed=4)

@@ -9,10 +9,10 @@ import pytest
 import torch
 from conftest import MASK_ID, VOCAB, CachedToyDenoiser, ToyDenoiser, make_prompt
 
-from dlmspec_min.decode import (
-    DecodeConfig,
+from dlmspec_min.decoding.config import DecodeConfig
+from dlmspec_min.decoding.decode import generate
+from dlmspec_min.decoding.steps import (
     factor_count,
-    generate,
     num_transfer_tokens,
     propose_tokens,
     token_confidence,

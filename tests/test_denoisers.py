@@ -6,8 +6,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from dlmspec_min.decode import DecodeConfig, generate
-from dlmspec_min.denoisers import (
+from dlmspec_min.decoding.config import DecodeConfig
+from dlmspec_min.decoding.decode import generate
+from dlmspec_min.decoding.denoisers import (
     EMBEDDED_MODELS,
     PAPER_MODELS,
     Denoiser,
@@ -16,7 +17,7 @@ from dlmspec_min.denoisers import (
     known_model_names,
     load_denoiser,
 )
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 
 BERT_VOCAB, BERT_MASK = 50, 4
 TINY = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2,

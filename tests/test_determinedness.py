@@ -13,11 +13,12 @@ import torch
 import yaml
 from conftest import MASK_ID, VOCAB, ToyDenoiser
 
-from dlmspec_min import determinedness as det
-from dlmspec_min import params, run, stats
-from dlmspec_min.denoisers import PAPER_MODELS, Denoiser
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
-from dlmspec_min.tagger import CONTENT, FUNCTION, PUNCT, SPECIAL
+from dlmspec_min.decoding.denoisers import PAPER_MODELS, Denoiser
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.measures import determinedness as det
+from dlmspec_min.measures import stats
+from dlmspec_min.measures.tagger import CONTENT, FUNCTION, PUNCT, SPECIAL
+from dlmspec_min.plumbing import params, run
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "07_strong_model.md"
@@ -183,7 +184,7 @@ def _word_level_tokenizer(words):
 
 
 def test_reencode_writes_the_same_words_in_another_vocabulary():
-    from dlmspec_min.tokenizer import load_tokenizer, words_of
+    from dlmspec_min.training.tokenizer import load_tokenizer, words_of
 
     try:
         src = load_tokenizer()

@@ -9,7 +9,7 @@ it runs here at reduced sizes through the same runner a reader uses.
 import math
 from pathlib import Path
 
-from dlmspec_min import claims, provenance, run
+from dlmspec_min.plumbing import claims, provenance, run
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "04_cluster_verification.md"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dlmspec_min import claims, provenance, seeds
+from dlmspec_min.plumbing import claims, provenance, seeds
 
 ROOT = Path(__file__).resolve().parents[1]
 REGISTRY = claims.load_registry()

@@ -11,11 +11,12 @@ import torch
 from conftest import MASK_ID, VOCAB, CachedToyDenoiser, ToyDenoiser, make_prompt
 from scipy import stats as sps
 
-from dlmspec_min import information as inf
-from dlmspec_min import stats
-from dlmspec_min.decode import DecodeConfig, generate
-from dlmspec_min.order import one_token_per_step, row_generators
-from dlmspec_min.semantic import cluster_marginal, fit_semantic_ids
+from dlmspec_min.decoding.config import DecodeConfig
+from dlmspec_min.decoding.decode import generate
+from dlmspec_min.measures import entropy, stats
+from dlmspec_min.measures.order import one_token_per_step, row_generators
+from dlmspec_min.ssld import information as inf
+from dlmspec_min.ssld.semantic import cluster_marginal, fit_semantic_ids
 
 G = 8
 
@@ -31,14 +32,15 @@ def sid():
 
 def test_entropy_of_uniform_is_log_v_and_of_one_hot_is_zero():
     V = 12
-    assert inf.entropy(torch.zeros(3, V)).tolist() == pytest.approx([math.log(V)] * 3)
-    assert float(inf.entropy(torch.zeros(V), exclude=0)) == pytest.approx(
+    assert entropy.entropy(torch.zeros(3, V)).tolist() == pytest.approx(
+        [math.log(V)] * 3)
+    assert float(entropy.entropy(torch.zeros(V), exclude=0)) == pytest.approx(
         math.log(V - 1))
     one_hot = torch.full((V,), -1e9)
     one_hot[4] = 0.0
-    assert float(inf.entropy(one_hot)) == pytest.approx(0.0, abs=1e-9)
-    assert float(inf.top1_probability(one_hot)) == pytest.approx(1.0)
-    assert float(inf.top1_probability(torch.zeros(V), exclude=3)) == pytest.approx(
+    assert float(entropy.entropy(one_hot)) == pytest.approx(0.0, abs=1e-9)
+    assert float(entropy.top1_probability(one_hot)) == pytest.approx(1.0)
+    assert float(entropy.top1_probability(torch.zeros(V), exclude=3)) == pytest.approx(
         1 / (V - 1))
 
 
@@ -46,15 +48,15 @@ def test_entropy_matches_a_direct_sum_and_leaves_its_input_alone():
     logits = torch.randn(2, 5, 10, generator=torch.Generator().manual_seed(1))
     before = logits.clone()
     p = torch.softmax(logits.double(), -1)
-    torch.testing.assert_close(inf.entropy(logits), -(p * p.log()).sum(-1))
+    torch.testing.assert_close(entropy.entropy(logits), -(p * p.log()).sum(-1))
     q = p.clone()
     q[..., 7] = 0
     q = q / q.sum(-1, keepdim=True)
     ref = -(q * q.clamp(min=1e-300).log()).sum(-1)
-    torch.testing.assert_close(inf.entropy(logits, exclude=7), ref)
+    torch.testing.assert_close(entropy.entropy(logits, exclude=7), ref)
     assert torch.equal(logits, before)
     with pytest.raises(ValueError, match="not a token id"):
-        inf.entropy(logits, exclude=10)
+        entropy.entropy(logits, exclude=10)
 
 
 def test_cluster_entropy_sums_within_clusters_and_drops_specials(sid):
@@ -133,14 +135,14 @@ def test_recorded_stats_equal_a_direct_recomputation(name, sid):
             cols = (steps == s).nonzero().flatten()
             at = logits[0, 2 + cols]  # (n, V), prompt length 2
             torch.testing.assert_close(got["entropy"][0, cols],
-                                       inf.entropy(at, exclude=MASK_ID))
+                                       entropy.entropy(at, exclude=MASK_ID))
             torch.testing.assert_close(got["top1"][0, cols],
-                                       inf.top1_probability(at, exclude=MASK_ID))
+                                       entropy.top1_probability(at, exclude=MASK_ID))
             ref_q = inf.cluster_probabilities(
                 torch.softmax(at.double().index_fill(-1, torch.tensor([MASK_ID]),
                                                      float("-inf")), -1), sid)
             torch.testing.assert_close(got["sid_entropy"][0, cols],
-                                       inf.probs_entropy(ref_q))
+                                       entropy.probs_entropy(ref_q))
             torch.testing.assert_close(got["sid_top1"][0, cols], ref_q.amax(-1))
         assert not torch.isnan(got["entropy"]).any()
 
@@ -193,7 +195,7 @@ def test_commit_logits_replay_matches_the_recorder(sid):
     logits, rows, cols = inf.commit_logits(den, res, where, batch=2)
     assert logits.shape == (int(where.sum()), VOCAB)
     assert torch.equal(torch.stack([rows, cols], 1), where.nonzero())
-    torch.testing.assert_close(inf.entropy(logits, exclude=MASK_ID),
+    torch.testing.assert_close(entropy.entropy(logits, exclude=MASK_ID),
                                got["entropy"][rows, cols])
     with pytest.raises(ValueError, match="where must be"):
         inf.commit_logits(den, res, where[:, :3])
@@ -203,7 +205,7 @@ def test_commit_logits_replay_matches_the_recorder(sid):
 
 
 def _toy_draft(sid, B, seed):
-    from dlmspec_min.ssld import Draft
+    from dlmspec_min.ssld.drafting import Draft
 
     g = torch.Generator().manual_seed(seed)
     z = torch.randn(B, G, sid.n_clusters, generator=g).double() * 3
@@ -213,7 +215,8 @@ def _toy_draft(sid, B, seed):
 
 
 def test_anchor_table_agrees_with_the_ssld_decoder_and_direct_formulas(sid):
-    from dlmspec_min import ssld
+    from dlmspec_min.ssld import decoder
+    from dlmspec_min.ssld import information as inf
 
     B = 4
     den = ToyDenoiser()
@@ -224,14 +227,14 @@ def test_anchor_table_agrees_with_the_ssld_decoder_and_direct_formulas(sid):
     tokens = ref.generated
     anchors = ~sid.special[tokens] & (torch.rand(B, G, generator=torch.Generator()
                                                  .manual_seed(1)) < 0.7)
-    verify = ssld.verify_logits(den, prompt, G)
+    verify = decoder.verify_logits(den, prompt, G)
     draft = _toy_draft(sid, B, 3)
     clog, _, _ = inf.commit_logits(den, ref, anchors)
     table = inf.anchor_table(tokens, anchors, verify, draft, sid, MASK_ID,
                              commit=rec.at_commit(ref), anchor_commit_logits=clog)
     assert len(table) == int(anchors.sum())
     for mode, col in [("exact", "exact_accepted"), ("relaxed", "relaxed_accepted")]:
-        run = ssld.ssld_generate(den, prompt, draft, anchors, sid, config,
+        run = decoder.ssld_generate(den, prompt, draft, anchors, sid, config,
                                  row_generators(0, B), c=0.0, mode=mode)
         assert table[col].tolist() == run.accepted[anchors].long().tolist()
     s = sid(tokens)[anchors]
@@ -283,31 +286,31 @@ def test_max_entropy_given_top1_is_attained_and_never_exceeded():
     for _ in range(200):
         p = rng.dirichlet(np.full(n, rng.uniform(0.05, 3)))
         h = float(-(p * np.log(np.clip(p, 1e-300, None))).sum())
-        assert h <= inf.max_entropy_given_top1(p.max(), n) + 1e-9
+        assert h <= entropy.max_entropy_given_top1(p.max(), n) + 1e-9
     top = 0.7
     flat = np.r_[top, np.full(n - 1, (1 - top) / (n - 1))]
-    assert inf.max_entropy_given_top1(top, n) == pytest.approx(
+    assert entropy.max_entropy_given_top1(top, n) == pytest.approx(
         float(-(flat * np.log(flat)).sum()))
-    assert inf.max_entropy_given_top1(1 / n, n) == pytest.approx(math.log(n))
-    assert inf.max_entropy_given_top1(1.0, n) == pytest.approx(0.0)
+    assert entropy.max_entropy_given_top1(1 / n, n) == pytest.approx(math.log(n))
+    assert entropy.max_entropy_given_top1(1.0, n) == pytest.approx(0.0)
     with pytest.raises(ValueError, match=r"\[1/n, 1\]"):
-        inf.max_entropy_given_top1(0.01, n)
+        entropy.max_entropy_given_top1(0.01, n)
 
 
 def test_fano_bound_holds_for_the_bayes_guess_and_has_the_right_ends():
     K = 8
-    assert float(inf.fano_max_hit(0.0, K)) == pytest.approx(1.0, abs=1e-9)
+    assert float(entropy.fano_max_hit(0.0, K)) == pytest.approx(1.0, abs=1e-9)
     # at H = log K the Fano function is flat in Pe, so H's rounding shows up squared
-    assert float(inf.fano_max_hit(math.log(K), K)) == pytest.approx(1 / K, abs=1e-6)
+    assert float(entropy.fano_max_hit(math.log(K), K)) == pytest.approx(1 / K, abs=1e-6)
     rng = np.random.default_rng(1)
     for _ in range(200):
         p = rng.dirichlet(np.full(K, rng.uniform(0.05, 3)))
         h = float(-(p * np.log(np.clip(p, 1e-300, None))).sum())
-        assert p.max() <= inf.fano_max_hit(h, K) + 1e-9  # the best guess's hit rate
+        assert p.max() <= entropy.fano_max_hit(h, K) + 1e-9  # the best guess's hit rate
     hs = np.linspace(0, math.log(K), 20)
-    assert np.all(np.diff(inf.fano_max_hit(hs, K)) < 0)
+    assert np.all(np.diff(entropy.fano_max_hit(hs, K)) < 0)
     with pytest.raises(ValueError, match="log K"):
-        inf.fano_max_hit(3.0, K)
+        entropy.fano_max_hit(3.0, K)
 
 
 # --- statistics ----------------------------------------------------------------------

@@ -9,8 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from dlmspec_min import judge as judge_mod
-from dlmspec_min.judge import JudgeUnavailable, load_judge, summarize
+from dlmspec_min.measures import judge as judge_mod
+from dlmspec_min.measures.judge import JudgeUnavailable, load_judge, summarize
 
 N_SENTENCES = 8
 SHUFFLE_SEED = 0
@@ -43,7 +43,7 @@ def judge():
 @pytest.fixture(scope="module")
 def sentences():
     """Held-out Brown sentences of 15-30 words without quotation marks."""
-    from dlmspec_min.corpus import CorpusError, brown_dataset
+    from dlmspec_min.training.corpus import CorpusError, brown_dataset
 
     try:
         data = brown_dataset("test")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlmspec_min import mathjax, paths
+from dlmspec_min import paths
+from dlmspec_min.plumbing import mathjax
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@ import torch
 from transformers import AutoConfig, AutoModelForMaskedLM
 
 import dlmspec_min  # noqa: F401  (registers the model type)
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 
 
 def tiny(seed=0, **kw):

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlmspec_min import paper, params, run
-from dlmspec_min.denoisers import PAPER_MODELS
+from dlmspec_min.decoding.denoisers import PAPER_MODELS
+from dlmspec_min.plumbing import paper, params, run
 
 ROOT = Path(__file__).resolve().parents[1]
 SHRINK = ROOT / "tests" / "paper-shrink.yaml"
@@ -123,7 +123,8 @@ def test_runs_in_parallel_stop_at_a_failure_and_show_its_log(
     started = []
 
     def fake_run(cmd, env, cwd, stdout=None, stderr=None):
-        stem = Path(cmd[3]).stem  # [python, -m, dlmspec_min.run, notebook, ...]
+        # [python, -m, dlmspec_min.plumbing.run, notebook, ...]
+        stem = Path(cmd[3]).stem
         started.append(stem)
         if stem == "01_easy_first":
             stdout.write("Traceback ...\nValueError: the stand-in broke\n")
@@ -185,7 +186,7 @@ def test_make_paper_end_to_end_at_ci_size(tmp_path):
         page = out / "_build" / "html" / "notebooks" / f"{stem}.html"
         assert page.is_file(), stem
     # the executed values reach the rendered pages (glue read from the outputs)
-    from dlmspec_min.claims import read_glued
+    from dlmspec_min.plumbing.claims import read_glued
 
     glued = read_glued(out / "notebooks" / "03_win_condition.ipynb")
     page = (out / "_build/html/notebooks/03_win_condition.html").read_text()

@@ -17,8 +17,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from dlmspec_min.decode import DecodeConfig, generate
-from dlmspec_min.denoisers import Denoiser, load_denoiser
+from dlmspec_min.decoding.config import DecodeConfig
+from dlmspec_min.decoding.decode import generate
+from dlmspec_min.decoding.denoisers import Denoiser, load_denoiser
 
 V, D, MASK = 12, 8, 11
 

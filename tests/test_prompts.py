@@ -8,8 +8,8 @@ import types
 import pytest
 import torch
 
-from dlmspec_min import params, prompts
-from dlmspec_min.prompts import DatasetSource, make_prompts, parse_source
+from dlmspec_min.plumbing import params, prompts
+from dlmspec_min.plumbing.prompts import DatasetSource, make_prompts, parse_source
 
 
 def test_parser_reads_the_three_kinds():

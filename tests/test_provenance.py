@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from dlmspec_min import claims, provenance
+from dlmspec_min.plumbing import claims, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
@@ -39,7 +39,7 @@ def test_every_component_moves_the_fingerprint(tmp_path):
         moved = {k for k in now if now[k] != base[k]}
         return moved, provenance.fingerprint(root, models)
 
-    parts, fp2 = append_line(root / "dlmspec_min" / "ssld.py")
+    parts, fp2 = append_line(root / "dlmspec_min" / "ssld" / "decoder.py")
     assert parts == {"code"} and fp2 != fp
     base = provenance.components(root, models)
     parts, fp3 = append_line(models / "m" / "config.json")
@@ -109,8 +109,8 @@ PROBE = textwrap.dedent("""\
     ```{code-cell} ipython3
     import time
 
-    from dlmspec_min.claims import record
-    from dlmspec_min.provenance import record_provenance
+    from dlmspec_min.plumbing.claims import record
+    from dlmspec_min.plumbing.provenance import record_provenance
 
     record_provenance()
     record("probe_run", time.time_ns())  # a new value on every execution
@@ -152,7 +152,7 @@ def test_a_library_change_re_executes_the_book(tmp_path):
     again, _ = build()
     assert again["probe_run"] == first["probe_run"], "an unchanged build re-executed"
 
-    with (clone / "dlmspec_min" / "ssld.py").open("a") as f:
+    with (clone / "dlmspec_min" / "ssld" / "decoder.py").open("a") as f:
         f.write("# one more line\n")
     after, log = build()
     assert after["probe_run"] != first["probe_run"], "the library change was ignored"

@@ -22,8 +22,9 @@ import standins
 import torch
 import transformers
 
-from dlmspec_min.decode import DecodeConfig, generate
-from dlmspec_min.denoisers import (
+from dlmspec_min.decoding.config import DecodeConfig
+from dlmspec_min.decoding.decode import generate
+from dlmspec_min.decoding.denoisers import (
     PAPER_MODELS,
     family_of,
     load_denoiser,
@@ -188,8 +189,9 @@ def test_no_kv_cache_is_a_clear_error(loaded, name):
 BY_NAME = textwrap.dedent("""
     import json, sys, torch
     from transformers import AutoTokenizer
-    from dlmspec_min.decode import DecodeConfig, generate
-    from dlmspec_min.denoisers import load_denoiser
+    from dlmspec_min.decoding.config import DecodeConfig
+    from dlmspec_min.decoding.decode import generate
+    from dlmspec_min.decoding.denoisers import load_denoiser
     out = {}
     for name, snapshot in json.loads(sys.argv[1]).items():
         den, tok = load_denoiser(name, trust_remote_code=True)

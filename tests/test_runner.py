@@ -7,7 +7,7 @@ import textwrap
 import papermill
 import pytest
 
-from dlmspec_min import params, run
+from dlmspec_min.plumbing import params, run
 
 NOTEBOOK = textwrap.dedent("""\
     ---
@@ -34,8 +34,8 @@ NOTEBOOK = textwrap.dedent("""\
     ```
 
     ```{code-cell} ipython3
-    from dlmspec_min.params import validate_all
-    from dlmspec_min.claims import record
+    from dlmspec_min.plumbing.params import validate_all
+    from dlmspec_min.plumbing.claims import record
     validate_all(dict(model=model, n_samples=n_samples, threshold=threshold,
                       K_sweep=K_sweep))
     record("doubled", 2 * n_samples)
@@ -110,7 +110,8 @@ def test_help_lists_the_notebook_parameters(notebook, capsys):
 
 def test_cli_fails_fast_as_a_process(notebook):
     proc = subprocess.run(
-        [sys.executable, "-m", "dlmspec_min.run", str(notebook), "-p", "seed", "1"],
+        [sys.executable, "-m", "dlmspec_min.plumbing.run", str(notebook),
+         "-p", "seed", "1"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -122,7 +123,7 @@ def test_cli_fails_fast_as_a_process(notebook):
 def test_execution_records_values(notebook, tmp_path):
     out = tmp_path / "out.ipynb"
     assert run.main([str(notebook), "-p", "n_samples", "5", "-o", str(out)]) == 0
-    from dlmspec_min.claims import read_glued
+    from dlmspec_min.plumbing.claims import read_glued
 
     assert read_glued(out)["doubled"] == 10
 

@@ -1,4 +1,4 @@
-"""The seed page's helpers (dlmspec_min/seeds.py), on synthetic glue values."""
+"""The seed page's helpers (dlmspec_min/plumbing/seeds.py), on synthetic glue values."""
 
 import copy
 import subprocess
@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from dlmspec_min import claims, params, provenance, seeds
+from dlmspec_min.paths import REPO_ROOT
+from dlmspec_min.plumbing import claims, params, provenance, run, seeds
 
 REGISTRY = claims.load_registry()
 
@@ -114,14 +115,30 @@ def test_a_bad_plan_is_one_line(claim_ids, seed_list, sizes, message):
 
 def test_sizes_are_checked_by_the_claim_notebook_runner():
     with pytest.raises(ValueError) as e:
-        seeds.prepare_runs(["C2"], [0], {"C2": {"n_sample": 4}}, REGISTRY)
+        run.prepare_runs(["C2"], [0], {"C2": {"n_sample": 4}}, REGISTRY)
     message = str(e.value)
     assert "sizes of C2" in message and "unknown parameter 'n_sample'" in message
     with pytest.raises(ValueError, match="n_samples=0"):
-        seeds.prepare_runs(["C2"], [0], {"C2": {"n_samples": 0}}, REGISTRY)
-    plan = seeds.prepare_runs(["C2"], [0, 4], {"C2": {"n_samples": 4}}, REGISTRY)
+        run.prepare_runs(["C2"], [0], {"C2": {"n_samples": 0}}, REGISTRY)
+    plan = run.prepare_runs(["C2"], [0, 4], {"C2": {"n_samples": 4}}, REGISTRY)
     assert [(c, s, values) for c, s, _, values in plan] == [
         ("C2", 0, {"n_samples": 4, "seed": 0}), ("C2", 4, {"n_samples": 4, "seed": 4})]
+
+
+def test_the_runner_checks_the_seed_pages_sizes_in_one_line():
+    """``run.prepare`` of the seed page runs every claim's sizes through that
+    claim's runner (``run.check_relations``); ``params.validate_all`` checks the
+    plan against the registry only (it cannot import the runner)."""
+    page = REPO_ROOT / "notebooks" / "10_seeds.md"
+    bad = {"claims": ["C2"], "seeds": [0], "sizes": {"C2": {"n_sample": 4}}}
+    with pytest.raises(run.ParameterError) as e:
+        run.prepare(page, bad)
+    message = str(e.value)
+    assert message.startswith("parameters claims, seeds, sizes: sizes of C2")
+    assert "unknown parameter 'n_sample'" in message and "\n" not in message
+    assert params.validate_all({"claims": ["C2"], "seeds": [0], "sizes": {"C2": {}}})
+    with pytest.raises(ValueError, match="no reduced sizes"):
+        params.validate_all({"claims": ["C2"], "seeds": [0], "sizes": {}})
 
 
 @pytest.mark.parametrize("name, value", [

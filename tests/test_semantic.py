@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from dlmspec_min import semantic
-from dlmspec_min.semantic import (
+from dlmspec_min.measures.stats import rate_ci
+from dlmspec_min.ssld import semantic
+from dlmspec_min.ssld.semantic import (
     cluster_marginal,
     fit_semantic_ids,
     frequency_chance,
@@ -19,7 +20,6 @@ from dlmspec_min.semantic import (
     permutation_test,
     random_clusterings,
 )
-from dlmspec_min.stats import rate_ci
 
 V, D = 60, 6
 SPECIAL = (0, 3, 59)

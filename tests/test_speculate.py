@@ -15,12 +15,9 @@ import pytest
 import torch
 from conftest import MASK_ID, VOCAB, CachedToyDenoiser, ToyDenoiser, make_prompt
 
-from dlmspec_min.decode import DecodeConfig, generate
-from dlmspec_min.speculate import (
-    batch_invariance_gap,
-    best_commit_sets,
-    drift,
-)
+from dlmspec_min.decoding.config import DecodeConfig
+from dlmspec_min.decoding.decode import generate
+from dlmspec_min.decoding.speculate import batch_invariance_gap, best_commit_sets, drift
 
 
 def _base(**kw) -> DecodeConfig:
@@ -110,7 +107,7 @@ def test_property_ties_and_near_threshold_confidences():
 
 
 def test_levels_denoiser_has_ties_and_near_threshold_confidences():
-    from dlmspec_min.decode import propose_tokens, token_confidence
+    from dlmspec_min.decoding.steps import propose_tokens, token_confidence
 
     logits = LevelsToy(seed=3).logits(make_prompt(1, 30))
     conf = token_confidence(logits, propose_tokens(logits, 0.0, MASK_ID))[0]
@@ -220,8 +217,8 @@ def test_best_commit_sets_matches_brute_force():
 
 
 def test_batch_invariance_of_the_embedded_architecture():
-    from dlmspec_min.denoisers import Denoiser
-    from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+    from dlmspec_min.decoding.denoisers import Denoiser
+    from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 
     torch.manual_seed(0)
     model = DLMForMaskedDiffusion(DLMConfig(vocab_size=64, hidden_size=32,
@@ -236,8 +233,8 @@ def test_batch_invariance_of_the_embedded_architecture():
 
 
 def test_tiny_embedded_model_is_exact():
-    from dlmspec_min.denoisers import Denoiser
-    from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
+    from dlmspec_min.decoding.denoisers import Denoiser
+    from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 
     torch.manual_seed(1)
     model = DLMForMaskedDiffusion(DLMConfig(vocab_size=48, hidden_size=32,
@@ -314,8 +311,8 @@ def test_rows_are_decoded_independently():
 
 @pytest.fixture(scope="module")
 def base_target():
-    from dlmspec_min.denoisers import ModelNotAvailableError, load_denoiser
-    from dlmspec_min.train import held_out_windows
+    from dlmspec_min.decoding.denoisers import ModelNotAvailableError, load_denoiser
+    from dlmspec_min.training.train import held_out_windows
 
     try:
         den, tok = load_denoiser("dlmspec/base")
@@ -343,7 +340,7 @@ def test_exact_on_the_embedded_target(base_target, cache, lookahead, block_lengt
 
 
 def test_timed_generate_and_loop_overhead_time_the_same_decode():
-    from dlmspec_min import bench
+    from dlmspec_min.measures import bench
 
     den = CachedToyDenoiser(seed=2)
     prompt = make_prompt(2, 4)

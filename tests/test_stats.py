@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from dlmspec_min import stats
+from dlmspec_min.measures import stats
 
 
 def _pairwise_auc(x, y) -> float:

@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from dlmspec_min import tagger
-from dlmspec_min.corpus import CorpusError, brown_dir, read_document, read_genres
-from dlmspec_min.tagger import (
+from dlmspec_min.measures import tagger
+from dlmspec_min.measures.tagger import (
     CONTENT,
     FUNCTION,
     PUNCT,
@@ -16,6 +15,12 @@ from dlmspec_min.tagger import (
     Lexicon,
     classes_of_tokens,
     coarse_class,
+)
+from dlmspec_min.training.corpus import (
+    CorpusError,
+    brown_dir,
+    read_document,
+    read_genres,
 )
 
 MIN_AGREEMENT = 0.95  # the issue's bar for held-out agreement
@@ -105,7 +110,7 @@ def test_every_brown_tag_maps():
 @pytest.fixture(scope="module")
 def held_out():
     _corpus_root()
-    from dlmspec_min.corpus import brown_dataset
+    from dlmspec_min.training.corpus import brown_dataset
 
     return brown_dataset("test")
 
@@ -173,14 +178,14 @@ def test_unknown_class_rejected():
 
 @pytest.fixture(scope="module")
 def small_tokenizer():
-    from dlmspec_min.tokenizer import train_tokenizer
+    from dlmspec_min.training.tokenizer import train_tokenizer
 
     sentences = [["The", "dog", "is", "running", "."], ["The", "cat", "sat", "."]] * 5
     return train_tokenizer(sentences, vocab_size=60)
 
 
 def test_subword_pieces_inherit_their_word_class(small_tokenizer):
-    from dlmspec_min.tokenizer import BOS_ID, EOS_ID, MASK_ID, PAD_ID
+    from dlmspec_min.training.tokenizer import BOS_ID, EOS_ID, MASK_ID, PAD_ID
 
     tok = small_tokenizer
     text_ids = tok("The cats dog .", add_special_tokens=False)["input_ids"]
@@ -225,7 +230,7 @@ def _bpe_tokenizer(kind: str):
     ("metaspace", "The dogs barked , then walked home ."),
 ])
 def test_words_of_byte_level_and_sentencepiece_tokenizers(kind, text):
-    from dlmspec_min.tokenizer import (
+    from dlmspec_min.training.tokenizer import (
         continues_word,
         word_convention,
         word_ids,
@@ -252,7 +257,7 @@ def test_words_of_byte_level_and_sentencepiece_tokenizers(kind, text):
 
 
 def test_our_tokenizer_keeps_the_wordpiece_convention():
-    from dlmspec_min.tokenizer import (
+    from dlmspec_min.training.tokenizer import (
         continues_word,
         load_tokenizer,
         word_convention,
@@ -277,19 +282,19 @@ def test_word_anchors_are_one_per_content_word_with_bpe_conventions(kind, text):
     its first piece; the piece-level anchors add the word's continuation pieces."""
     import torch
 
-    from dlmspec_min import ssld
-    from dlmspec_min.tokenizer import word_ids
+    from dlmspec_min.ssld import inputs
+    from dlmspec_min.training.tokenizer import word_ids
 
     tok = _bpe_tokenizer(kind)
     ids = [tok.bos_token_id] + tok(text, add_special_tokens=False)["input_ids"]
     x = torch.tensor([ids])
     lexicon = tagger.default_lexicon()
-    word = ssld.anchor_mask(tok, x, lexicon)[0].tolist()
-    piece = ssld.anchor_mask(tok, x, lexicon, unit="piece")[0].tolist()
+    word = inputs.anchor_mask(tok, x, lexicon)[0].tolist()
+    piece = inputs.anchor_mask(tok, x, lexicon, unit="piece")[0].tolist()
     w = word_ids(tok, ids)
     content_words = {w[j] for j in range(len(ids)) if piece[j]}
     assert len(content_words) == 5  # dogs, barked, then, walked, home
     assert [w[j] for j in range(len(ids)) if word[j]] == sorted(content_words)
     assert all(j == 0 or w[j - 1] != w[j] for j in range(len(ids)) if word[j])
-    share = ssld.continuation_share(tok, x, lexicon)
+    share = inputs.continuation_share(tok, x, lexicon)
     assert share == (sum(piece) - sum(word)) / sum(piece) > 0

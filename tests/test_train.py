@@ -2,9 +2,9 @@
 
 import torch
 
-from dlmspec_min import train
-from dlmspec_min.modeling import DLMConfig, DLMForMaskedDiffusion
-from dlmspec_min.tokenizer import BOS_ID, MASK_ID
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.training import train
+from dlmspec_min.training.tokenizer import BOS_ID, MASK_ID
 
 
 def test_mask_exact_masks_exactly_k_non_bos_positions():
@@ -68,7 +68,7 @@ def test_lr_schedule_warms_up_then_decays():
 def test_resume_gives_the_same_weights_as_one_run(tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
-    from dlmspec_min.corpus import brown_dataset
+    from dlmspec_min.training.corpus import brown_dataset
 
     small_ds = brown_dataset("train").select(range(300))
     monkeypatch.setattr(train, "brown_dataset", lambda split: small_ds)

@@ -6,7 +6,7 @@ rule that turns one of these verdicts fails here before any build.
 
 import pytest
 
-from dlmspec_min import claims
+from dlmspec_min.plumbing import claims
 
 REG = claims.load_registry()
 

@@ -4,7 +4,7 @@
 - ``{claims-summary}``: the landing page's verdict counts, a line per claim and
   the regime (this build's strongest accelerator against the paper's);
 - ``{provenance-table}``: the fingerprint and commit each notebook ran under,
-  beside the build's (``dlmspec_min.provenance``).
+  beside the build's (``dlmspec_min.plumbing.provenance``).
 
 Each directive leaves a placeholder; after every document has been read (and
 so every notebook executed), ``doctree-resolved`` replaces it with HTML
@@ -21,7 +21,7 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
-from dlmspec_min import claims, provenance
+from dlmspec_min.plumbing import claims, provenance
 
 CSS = {
     "replicated": "#1a7f37",

@@ -28,7 +28,7 @@ def add_link(app, doctree, docname):
     up = "../" * docname.count("/")
     href = f"{up}{FOLDER}/{docname}.ipynb"
     rerun = (", or rerun it with other parameters: <code>python -m "
-             f"dlmspec_min.run {docname}.md --help</code>"
+             f"dlmspec_min.plumbing.run {docname}.md --help</code>"
              if docname.startswith("notebooks/") else "")
     html = (f'<p class="executed-notebook"><a href="{href}" download>Download '
             f"this page as an executed notebook (.ipynb)</a>{rerun}.</p>")

@@ -4,16 +4,16 @@ jupyter-cache keys a notebook on its code cells alone, and Sphinx re-reads a
 page only when its source changed. Both would serve numbers that the current
 library, weights, data or packages no longer give. Before Sphinx reads any
 page, this extension computes the build's fingerprint
-(``dlmspec_min.provenance``), drops every cache record glued with another one
+(``dlmspec_min.plumbing.provenance``), drops every cache record glued with another one
 (or with none), and marks those notebooks outdated, so myst-nb executes them
 afresh. A page that runs other notebooks (``provenance.record_sources``) is
 executed again when one of them changed. A build of unchanged sources
 re-executes nothing.
 
 Then every notebook that Sphinx is about to read and that has no cache record
-is executed, one CPU thread each and several at a time (``dlmspec_min.bookexec``;
-the option ``dlmspec_execution_jobs``, 0 for one per core), so that reading
-only renders.
+is executed, one CPU thread each and several at a time
+(``dlmspec_min.plumbing.bookexec``; the option ``dlmspec_execution_jobs``, 0 for
+one per core), so that reading only renders.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from dlmspec_min import bookexec, claims, provenance
+from dlmspec_min.plumbing import bookexec, claims, provenance
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def stale_docs(app, env, added, changed, removed):
 
 def execute_ahead(app, env, to_read, previous: dict[str, float]):
     """Execute the notebooks among ``to_read`` that lack a cache record, several
-    at a time, into the cache myst-nb reads (``dlmspec_min.bookexec``)."""
+    at a time, into the cache myst-nb reads (``dlmspec_min.plumbing.bookexec``)."""
     from myst_nb.core.read import create_nb_reader
 
     if env.mystnb_config.execution_mode != "cache":

@@ -1,6 +1,6 @@
 """Sphinx extension: the HTML pages load nothing from outside the build.
 
-MathJax is served from ``_static`` (``dlmspec_min.mathjax``, ``_config.yml``).
+MathJax is served from ``_static`` (``dlmspec_min.plumbing.mathjax``, ``_config.yml``).
 What remains is sphinx-thebe, which Jupyter Book always enables: it puts its
 configuration script (``const THEBE_JS_URL = "https://unpkg.com/..."``) on every
 page twice, so each page threw "Identifier 'THEBE_JS_URL' has already been

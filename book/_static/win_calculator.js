@@ -1,7 +1,7 @@
 /* The win-condition calculator of the C3 page (SPEC.md section 3.1).
  *
- * The HTML comes from dlmspec_min/calculator.py. Each function below mirrors
- * the one of dlmspec_min/ssld.py named beside it, operation for operation, so
+ * The HTML comes from dlmspec_min/plumbing/calculator.py. Each function below mirrors
+ * the one of dlmspec_min/ssld/win_condition.py named beside it, operation for operation, so
  * the page computes what the library computes; tests/test_browser.py checks
  * it. Every output cell gets its number in full precision in data-value.
  */
@@ -16,7 +16,7 @@
     return Math.abs(a - 1.0) <= 1e-8 + 1e-5 * 1.0;
   }
 
-  // ssld.alpha_star: 1 - 1/tau_acc; NaN where the library refuses (tau_acc < 1)
+  // win_condition.alpha_star: 1 - 1/tau_acc; NaN where the library refuses (tau_acc < 1)
   function alphaStar(tau) {
     if (!(tau >= 1)) {
       return NaN;
@@ -24,14 +24,14 @@
     return 1.0 - 1.0 / tau;
   }
 
-  // ssld.model_a_tokens_per_cost, with the limit gamma + 1 at alpha = 1
+  // win_condition.model_a_tokens_per_cost, with the limit gamma + 1 at alpha = 1
   function modelATokensPerCost(alpha, gamma, c) {
     var tokens = isCloseToOne(alpha) ? gamma + 1.0
       : (1 - Math.pow(alpha, gamma + 1)) / (1 - alpha);
     return tokens / (1 + gamma * c);
   }
 
-  // ssld.model_a_alpha_needed: the same 100-step bisection; NaN if unreachable
+  // win_condition.model_a_alpha_needed: the same 100-step bisection; NaN if unreachable
   function modelAAlphaNeeded(tau, gamma, c) {
     if (modelATokensPerCost(1.0, gamma, c) <= tau) {
       return NaN;
@@ -49,7 +49,7 @@
     return hi;
   }
 
-  // ssld.model_b_alpha_needed
+  // win_condition.model_b_alpha_needed
   function modelBAlphaNeeded(nAnchors, delta, nDraft, c) {
     if (nAnchors <= 0 || delta <= 0) {
       return Infinity;
@@ -57,12 +57,12 @@
     return (1 + nDraft * c) / (nAnchors * delta);
   }
 
-  // ssld.model_b_slowdown
+  // win_condition.model_b_slowdown
   function modelBSlowdown(nAcc, nDraft, c) {
     return 1 + (1 + nDraft * c) / nAcc;
   }
 
-  // ssld.shortfall: alpha*/alpha; alpha = 0: alpha*/alpha_hi, a lower bound;
+  // win_condition.shortfall: alpha*/alpha; alpha = 0: alpha*/alpha_hi, a lower bound;
   // both 0: unbounded (where the library raises)
   function shortfall(star, alpha, alphaHi) {
     if (alpha > 0) {

@@ -1,0 +1,480 @@
+"""Denoisers: one small interface over every masked model the decoder runs.
+
+A denoiser maps a partly masked sequence x (B, L) to position-aligned logits
+(B, L, V): the logits at j predict the token at j. That is what LLaDA's
+``model(x).logits`` gives (Nie et al., 2025) and what any BERT-style masked LM
+gives (a masked LM is a one-step denoiser). Dream (Ye et al., 2025) predicts
+position j from hidden state j - 1, so its wrapper shifts the logits right by
+one (SPEC.md section 2.3). MDLM (Sahoo et al., 2024) needs its SUBS
+parameterisation: the mask token gets zero probability.
+
+Models with Fast-dLLM's approximate KV cache (Wu et al., 2025, Sec. 3.1; the
+embedded ``DLMForMaskedDiffusion``) also expose ``prefill`` / ``logits_window``.
+
+``load_denoiser`` never downloads anything unless ``DLMSPEC_ALLOW_HUB=1``:
+registry models load from the local Hugging Face cache, and remote code runs
+only with an explicit ``trust_remote_code=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .files import models_dir, tokenizer_dir
+
+ALLOW_HUB_ENV = "DLMSPEC_ALLOW_HUB"
+EMBEDDED_PREFIX = "dlmspec/"
+EMBEDDED_SIZES = ("small", "base", "large")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+
+LLADA_MASK_ID, LLADA_EOS_ID, LLADA_EOT_ID = 126336, 126081, 126348
+DREAM_MASK_ID = 151666
+GPT2_EOS_ID = 50256
+MDLM_MASK_ID = 50257  # appended after GPT-2's 50257 tokens
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A paper-scale model: where it lives and the constants the decoder needs."""
+
+    name: str
+    role: str  # "denoiser" or "judge"
+    auto_class: str  # the transformers Auto class that loads it
+    trust_remote_code: bool
+    mask_id: int | None = None
+    eos_id: int | None = None
+    eot_id: int | None = None
+    shifted: bool = False  # Dream: logits at j come from hidden state j - 1
+    tokenizer: str | None = None  # when the tokenizer lives in another repository
+    kind: str = "masked_lm"  # "masked_lm" (model(input_ids).logits) or "mdlm"
+    notes: str = ""
+
+
+PAPER_MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in (
+        *(  # the two LLaDA-8B checkpoints share code, ids and special tokens
+            ModelSpec(name, "denoiser", "AutoModel", True, LLADA_MASK_ID, LLADA_EOS_ID,
+                      LLADA_EOT_ID, notes=notes)
+            for name, notes in (
+                ("GSAI-ML/LLaDA-8B-Base", "the strong 8B target (C7)"),
+                ("GSAI-ML/LLaDA-8B-Instruct", "chat template; EoT ends a turn"),
+            )
+        ),
+        ModelSpec(
+            "Dream-org/Dream-v0-Base-7B",
+            "denoiser",
+            "AutoModel",
+            True,
+            DREAM_MASK_ID,
+            shifted=True,
+            notes="second 7B target",
+        ),
+        ModelSpec(
+            "Dream-org/Dream-v0-Instruct-7B",
+            "denoiser",
+            "AutoModel",
+            True,
+            DREAM_MASK_ID,
+            shifted=True,
+            notes="second 7B target, chat",
+        ),
+        ModelSpec(
+            "kuleshov-group/mdlm-owt",
+            "denoiser",
+            "AutoModelForMaskedLM",
+            True,
+            MDLM_MASK_ID,
+            GPT2_EOS_ID,
+            tokenizer="gpt2",
+            kind="mdlm",
+            notes="small public MDLM; its remote code imports flash_attn (GPU)",
+        ),
+        ModelSpec(
+            "gpt2",
+            "judge",
+            "AutoModelForCausalLM",
+            False,
+            eos_id=GPT2_EOS_ID,
+            notes="the independent judge (C5): a causal LM, not a denoiser",
+        ),
+    )
+}
+EMBEDDED_MODELS = tuple(EMBEDDED_PREFIX + s for s in EMBEDDED_SIZES)
+
+# How a config.json names a paper model's family: by its model_type, by an
+# architecture, or by the module its auto_map points to. Members of one family
+# share code, mask id, shift and special ids, so any member's spec serves.
+FAMILIES: dict[str, tuple[str, tuple[str, ...], str]] = {
+    # family: (model_type, (architectures, auto_map modules), registry name)
+    "llada": ("llada", ("LLaDAModelLM", "modeling_llada"), "GSAI-ML/LLaDA-8B-Base"),
+    "dream": ("dream", ("DreamModel", "modeling_dream"), "Dream-org/Dream-v0-Base-7B"),
+    "mdlm": ("mdlm", ("MDLM", "modeling_mdlm"), "kuleshov-group/mdlm-owt"),
+}
+
+
+def family_of(config: dict) -> str | None:
+    """The paper-model family a config.json names ("llada", "dream", "mdlm") or None."""
+    model_type = str(config.get("model_type", "")).lower()
+    names = set(config.get("architectures") or [])
+    modules = {str(v).split(".")[0] for v in (config.get("auto_map") or {}).values()}
+    for family, (mtype, markers, _) in FAMILIES.items():
+        if model_type == mtype or names & set(markers) or modules & set(markers):
+            return family
+    return None
+
+
+def spec_for_config(config: dict) -> ModelSpec | None:
+    """The registry spec of the family a config.json names, else None."""
+    family = family_of(config)
+    return None if family is None else PAPER_MODELS[FAMILIES[family][2]]
+
+
+class ModelNotAvailableError(FileNotFoundError):
+    """A model that is not on this machine and may not be downloaded here."""
+
+
+def model_input_device(model) -> torch.device | None:
+    """The device of a model's input embeddings, else of its first parameter, else
+    None (a model without parameters reads its input where it is)."""
+    try:
+        return model.get_input_embeddings().weight.device
+    except (AttributeError, NotImplementedError):
+        first = next(model.parameters(), None)
+        return None if first is None else first.device
+
+
+class Denoiser:
+    """Wraps a model so that ``logits(x)`` is position-aligned, without gradients.
+
+    Any model whose ``model(input_ids=x)`` returns ``.logits`` (B, L, V) fits:
+    ``AutoModelForMaskedLM`` (BERT, RoBERTa, ModernBERT, the embedded model) and
+    the LLaDA / Dream remote code. The model is put in eval mode. ``spec`` is the
+    registry entry a paper model was loaded by (its special ids), else None.
+    """
+
+    spec: ModelSpec | None = None
+
+    def __init__(
+        self,
+        model,
+        mask_id: int,
+        *,
+        shifted: bool = False,
+        vocab_size: int | None = None,
+    ):
+        if mask_id is None:
+            raise ValueError("a denoiser needs the mask token id; pass mask_id=...")
+        self.model = model.eval()
+        self.mask_id = int(mask_id)
+        self.shifted = bool(shifted)
+        config = getattr(model, "config", None)
+        self.vocab_size = int(vocab_size or getattr(config, "vocab_size", 0)) or None
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({type(self.model).__name__}, "
+            f"mask_id={self.mask_id}, shifted={self.shifted})"
+        )
+
+    @property
+    def input_device(self) -> torch.device | None:
+        """Where the model reads its input ids: its input embeddings' device (with
+        ``device_map="auto"`` a sharded model's layers live on several devices)."""
+        return model_input_device(self.model)
+
+    def _to_input(self, x: torch.Tensor) -> torch.Tensor:
+        device = self.input_device
+        return x if device is None else x.to(device)
+
+    def _raw_logits(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.model(input_ids=self._to_input(x))
+        return out.logits if hasattr(out, "logits") else out[0]  # (B, L, V)
+
+    @torch.no_grad()
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """Position-aligned logits on ``x``'s device: (B, L) -> (B, L, V)."""
+        logits = self._raw_logits(x).to(x.device)  # (B, L, V); the last shard's device
+        if self.shifted:  # Dream: row j holds the prediction for j + 1
+            logits = torch.cat([logits[:, :1], logits[:, :-1]], dim=1)
+        return logits
+
+    @property
+    def supports_cache(self) -> bool:
+        """True iff the model has Fast-dLLM's approximate KV cache (and no shift)."""
+        has_cache = bool(getattr(self.model, "supports_kv_cache", False))
+        return has_cache and not self.shifted
+
+    def _require_cache(self):
+        if not self.supports_cache:
+            why = "its logits are shifted" if self.shifted else "it has no KV cache"
+            raise NotImplementedError(
+                f"{type(self.model).__name__} cannot decode with a KV cache ({why}); "
+                "use DecodeConfig(cache='none')"
+            )
+
+    @torch.no_grad()
+    def prefill(self, x: torch.Tensor):
+        """Full forward (B, L) -> (logits (B, L, V), cache of every layer)."""
+        self._require_cache()
+        logits, cache = self.model.prefill(self._to_input(x))
+        return logits.to(x.device), cache
+
+    @torch.no_grad()
+    def logits_window(self, x_window: torch.Tensor, start: int, cache) -> torch.Tensor:
+        """Logits (B, W, V) of positions [start, start + W); the rest from ``cache``."""
+        self._require_cache()
+        logits = self.model.forward_window(self._to_input(x_window), start, cache)
+        return logits.to(x_window.device)
+
+
+class MDLMDenoiser(Denoiser):
+    """MDLM (kuleshov-group/mdlm-owt) with its SUBS parameterisation.
+
+    Its forward takes ``timesteps``. The released model is trained without time
+    conditioning (config ``time_conditioning=False``: the backbone replaces sigma
+    by zeros itself), so passing zeros is exact, not an approximation. A
+    time-conditioned checkpoint is refused. SUBS: the mask logit is set to -inf.
+    """
+
+    def __init__(self, model, mask_id: int = MDLM_MASK_ID, **kwargs):
+        if getattr(model.config, "time_conditioning", False):
+            raise NotImplementedError(
+                "this MDLM checkpoint is time-conditioned; the decoder has no noise "
+                "level to give it (only time_conditioning=False models are supported)"
+            )
+        super().__init__(model, mask_id, **kwargs)
+
+    def _raw_logits(self, x: torch.Tensor) -> torch.Tensor:
+        x = self._to_input(x)
+        sigma = torch.zeros(x.shape[0], device=x.device)  # ignored by the backbone
+        out = self.model(input_ids=x, timesteps=sigma, return_dict=True)
+        logits = out.logits.clone()  # (B, L, V)
+        logits[..., self.mask_id] = float("-inf")  # SUBS: never predict [MASK]
+        return logits
+
+
+# --- loading --------------------------------------------------------------------
+
+
+def _has_tokenizer(path: Path) -> bool:
+    return any((path / f).exists() for f in TOKENIZER_FILES)
+
+
+def _local_tokenizer(path: Path):
+    """The tokenizer saved next to the weights, else None."""
+    if not _has_tokenizer(path):
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+
+def _mask_id(tokenizer, config) -> int:
+    for source in (tokenizer, config):
+        for attr in ("mask_token_id", "mask_id"):
+            v = getattr(source, attr, None)
+            if isinstance(v, int):
+                return v
+    raise ValueError(
+        "cannot find the mask token id: the tokenizer has no mask token and the "
+        "config no mask_token_id; build the Denoiser yourself with mask_id=..."
+    )
+
+
+def _read_config(path: Path) -> dict:
+    try:
+        return json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):  # no or unreadable config: transformers says why
+        return {}
+
+
+def _wrap(spec: ModelSpec, model):
+    """The denoiser a registry spec prescribes, with the spec attached."""
+    vocab = getattr(model.config, "vocab_size", None)
+    if isinstance(vocab, int) and spec.mask_id >= vocab:
+        raise ValueError(
+            f"the config names {spec.name}'s family, but its vocabulary ({vocab}) has "
+            f"no mask id {spec.mask_id}; build Denoiser(model, mask_id=...) yourself"
+        )
+    if spec.kind == "mdlm":
+        den = MDLMDenoiser(model, spec.mask_id)
+    else:
+        den = Denoiser(model, spec.mask_id, shifted=spec.shifted)
+    den.spec = spec
+    return den
+
+
+def _refuse_remote_code(what: str):
+    raise ValueError(
+        f"{what} runs its own Python code; opt in explicitly with "
+        "load_denoiser(..., trust_remote_code=True) after reading that code"
+    )
+
+
+def _placed(model, device, device_map):
+    """A model loaded with ``device_map`` is where accelerate put it; else move it."""
+    return model if device_map is not None else model.to(device)
+
+
+def _from_local_dir(path: Path, trust_remote_code: bool, device, dtype,
+                    device_map=None):
+    import transformers
+
+    from . import modeling  # noqa: F401  (registers the embedded model type)
+
+    config = _read_config(path)
+    spec = spec_for_config(config)
+    if spec is None and config.get("auto_map"):
+        raise ValueError(
+            f"{path} holds remote code of a model this package does not know "
+            f"(model_type {config.get('model_type')!r}); load it yourself and wrap "
+            "it: Denoiser(model, mask_id=..., shifted=...) (shifted=True if the "
+            "logits at j predict token j + 1)"
+        )
+    if spec is not None and spec.trust_remote_code and not trust_remote_code:
+        _refuse_remote_code(f"{path} (a {family_of(config)} checkpoint)")
+    auto = getattr(transformers, spec.auto_class if spec else "AutoModelForMaskedLM")
+    model = _placed(auto.from_pretrained(
+        path, trust_remote_code=trust_remote_code, local_files_only=True, dtype=dtype,
+        device_map=device_map,
+    ), device, device_map)
+    tokenizer = _local_tokenizer(path)
+    if spec is not None:
+        return _wrap(spec, model), tokenizer
+    return Denoiser(model, _mask_id(tokenizer, model.config)), tokenizer
+
+
+def _load_embedded(name: str, device, dtype, device_map=None):
+    size = name[len(EMBEDDED_PREFIX) :]
+    path = models_dir() / size
+    if not (path / "config.json").exists():
+        raise ModelNotAvailableError(
+            f"embedded model {name!r} is not in {path}; train it with "
+            f"`python -m dlmspec_min.training.train --size {size}` "
+            "(or set DLMSPEC_DATA)"
+        )
+    try:  # weights are stored in float16 (size in git); compute in float32
+        denoiser, tokenizer = _from_local_dir(
+            path, False, device, dtype or torch.float32, device_map
+        )
+    except (OSError, ValueError, RuntimeError) as e:
+        raise ModelNotAvailableError(
+            f"the weights in {path} could not be read ({type(e).__name__}: "
+            f"{str(e)[:120]}); restore them with `git checkout -- {path}` or retrain "
+            f"with `python -m dlmspec_min.training.train --size {size}`"
+        ) from e
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        if _has_tokenizer(tokenizer_dir()):
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir())
+    return denoiser, tokenizer
+
+
+def _load_registry(spec: ModelSpec, trust_remote_code: bool, device, dtype,
+                   device_map=None):
+    if spec.role != "denoiser":
+        raise ValueError(
+            f"{spec.name!r} is the {spec.role} ({spec.notes}), not a denoiser; load "
+            f"it with transformers.{spec.auto_class}.from_pretrained"
+        )
+    if spec.trust_remote_code and not trust_remote_code:
+        _refuse_remote_code(f"{spec.name!r} (from the hub)")
+    import transformers
+
+    allow_hub = os.environ.get(ALLOW_HUB_ENV) == "1"
+    auto = getattr(transformers, spec.auto_class)
+    try:
+        model = auto.from_pretrained(
+            spec.name,
+            trust_remote_code=spec.trust_remote_code,
+            local_files_only=not allow_hub,
+            dtype=dtype,
+            device_map=device_map,
+        )
+        tokenizer = transformers.AutoTokenizer.from_pretrained(
+            spec.tokenizer or spec.name,
+            trust_remote_code=spec.trust_remote_code,
+            local_files_only=not allow_hub,
+        )
+    except OSError as e:
+        where = "could not be fetched" if allow_hub else "is not in the local cache"
+        repos = dict.fromkeys([spec.name, spec.tokenizer or spec.name])  # ordered set
+        fetch = " && ".join(f"hf download {r}" for r in repos)
+        raise ModelNotAvailableError(
+            f"{spec.name!r} {where}. On a machine with hub access run `{fetch}` "
+            "(older huggingface_hub: `huggingface-cli download`), copy the Hugging "
+            f"Face cache (HF_HOME) here and rerun; or set {ALLOW_HUB_ENV}=1 to let "
+            f"this call download it. ({type(e).__name__}: {e})"
+        ) from e
+    return _wrap(spec, _placed(model, device, device_map)), tokenizer
+
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _torch_dtype(dtype):
+    """None, a torch dtype, or one of DTYPES / "none" -> a torch dtype or None."""
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "none":
+        return None
+    if dtype not in DTYPES:
+        raise ValueError(
+            f"dtype {dtype!r} must be one of {', '.join(DTYPES)} or 'none'")
+    return getattr(torch, dtype)
+
+
+def _device_map(device_map):
+    return None if device_map in (None, "none") else device_map
+
+
+def known_model_names() -> list[str]:
+    """Every name ``load_denoiser`` accepts besides a local directory."""
+    paper = [n for n, spec in PAPER_MODELS.items() if spec.role == "denoiser"]
+    return [*EMBEDDED_MODELS, *paper]
+
+
+def load_denoiser(
+    name_or_path,
+    *,
+    trust_remote_code: bool = False,
+    device="cpu",
+    dtype: torch.dtype | str | None = None,
+    device_map: str | dict | None = None,
+):
+    """Load a denoiser and its tokenizer (None if none is saved with local weights).
+
+    ``name_or_path``: an embedded model (``dlmspec/small|base|large``, from
+    ``files.models_dir()``), a paper-scale model in ``PAPER_MODELS`` (from the
+    local Hugging Face cache; ``DLMSPEC_ALLOW_HUB=1`` allows downloading), or a
+    local directory: one whose ``config.json`` names LLaDA, Dream or MDLM (by
+    ``model_type``, ``architectures`` or ``auto_map``) loads as its registry
+    entry (auto class, mask id, shift; remote code only with
+    ``trust_remote_code=True``), any other with ``AutoModelForMaskedLM``.
+
+    ``dtype``: a torch dtype or its name (``"bfloat16"``; ``"none"``/None: the
+    checkpoint's own, float32 for the embedded models). ``device_map``: given to
+    ``from_pretrained`` (``"auto"`` shards a model over the GPUs with accelerate;
+    ``"none"``/None: load, then move to ``device``); a placed model is not moved,
+    and ``Denoiser`` feeds it on its input embeddings' device.
+    """
+    name = str(name_or_path)
+    dtype, device_map = _torch_dtype(dtype), _device_map(device_map)
+    if name in EMBEDDED_MODELS:
+        return _load_embedded(name, device, dtype, device_map)
+    if name in PAPER_MODELS:
+        return _load_registry(PAPER_MODELS[name], trust_remote_code, device, dtype,
+                              device_map)
+    if name.startswith(EMBEDDED_PREFIX) or not Path(name).is_dir():
+        known = ", ".join(known_model_names())
+        raise ValueError(
+            f"unknown model {name!r}: not a local directory and not one of {known}"
+        )
+    return _from_local_dir(Path(name), trust_remote_code, device, dtype, device_map)

@@ -1,0 +1,420 @@
+"""Trajectory-level speculative decoding over Fast-dLLM's threshold rule (SPEC.md 4).
+
+After "Trajectory-Level Speculative Decoding for Diffusion Language Models"
+(seed 002, a summary only): speculate over the base sampler's denoising
+trajectory, not over a token sequence. The details are this project's
+formalization (DERIVED), stated in notebook 09.
+
+Base policy F: ``decode.generate`` with ``rule="threshold"``, low-confidence
+scores, greedy (or sampled with one generator per row) and its ``cache``
+option. F is a deterministic map: at a state x it runs one forward (a full one
+without a cache; with one, a refresh ``prefill`` at a block's first step, else
+a window against that block's cache) and commits ``select_commits`` of the
+block's logits. One verify call (1 NFE):
+
+1. The pending root r, the next state of the trajectory, is known exactly; its
+   logits are not.
+2. Draft (``draft_children``, ``build_tree``): hypothesised descendants of r
+   from the most recent logits only. Every masked position j has a top-1 token
+   with confidence c_j (and a second token). Strata: c_j >= ``spec_low`` may be
+   committed next (c_j >= threshold almost surely, lower ones less likely);
+   below ``spec_low`` never. The draft takes each such position to be committed
+   at the next step independently with probability c_j, carrying its top-1
+   token (the empty set stands for F's forced single best commit). A node's
+   children are its most probable commit sets (and, for a single commit, its
+   second token), best first; the tree grows best-first by path log-probability
+   up to ``spec_budget`` nodes; identical states are kept once.
+3. Verify: one batched call over r and every node (the batch axis), each row
+   computed exactly as F computes that state: a window sharing the block's
+   cache, a refresh forward for a state that starts a block, or a full forward.
+4. Walk: apply F's rule (``select_commits``) to r's logits; while the result is
+   a node, move there and repeat. The last commit is the bonus. Every commit
+   comes from the logits F computes at that state, so the output is F's token
+   for token, provided a row's logits do not depend on the other rows (batch
+   invariance, ``batch_invariance_gap``).
+
+Inter-block lookahead (``lookahead``): "none" keeps the tree in the root's
+block. "exact": a node that completes the block is verified with a refresh
+forward (F's own block-start prefill, which also yields the next block's cache);
+its descendants wait for the next call; without a cache every row is a full
+forward and the tree runs on across blocks. "stale" (cached bases only): the
+descendants of a block-completing node are verified in the same call against
+the current, stale cache with a window spanning both blocks: cheaper than
+waiting, but not F -- the difference is trajectory drift (``drift``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .config import DecodeConfig
+from .steps import _Trace, index_rows, select_commits
+
+CONF_CLAMP = 1e-6  # keeps log c and log(1 - c) finite in the draft's set scores
+KINDS = ("full", "refresh", "window", "stale")  # how a row is computed
+
+
+@dataclass
+class SpecTrace:
+    """What speculation adds to a ``DecodeResult`` (one list entry per row)."""
+
+    trajectory_step: torch.Tensor  # (B, G) base-policy step committing each token
+    steps_per_verify: list[list[int]]  # base-policy steps advanced per verify call
+    rows_per_verify: list[list[int]]  # states verified per call (root + nodes)
+
+    @property
+    def mean_steps_per_verify(self) -> float:
+        steps = [s for row in self.steps_per_verify for s in row]
+        return float(np.mean(steps)) if steps else math.nan
+
+
+# --- the draft ----------------------------------------------------------------------
+
+
+def best_commit_sets(conf: list[float], k: int) -> list[tuple[float, frozenset]]:
+    """The k most probable sets of indices under independent Bernoulli(conf).
+
+    Returns (log probability, set) best first: the mode {i: c_i > 1/2}, then
+    flips of the cheapest items, enumerated exactly once each with a heap over
+    increasing index tuples (the classic k-best subset-sum scheme).
+    """
+    c = [min(max(float(v), CONF_CLAMP), 1 - CONF_CLAMP) for v in conf]
+    mode = frozenset(i for i, v in enumerate(c) if v > 0.5)
+    lp_mode = sum(math.log(max(v, 1 - v)) for v in c)
+    cost = sorted((abs(math.log(v) - math.log1p(-v)), i) for i, v in enumerate(c))
+    out = [(lp_mode, mode)]
+    heap = [(cost[0][0], 0, (0,))] if cost else []
+    while heap and len(out) < k:
+        d, j, flips = heapq.heappop(heap)
+        out.append((lp_mode - d, mode ^ {cost[f][1] for f in flips}))
+        if j + 1 < len(cost):
+            nxt = cost[j + 1][0]
+            heapq.heappush(heap, (d + nxt, j + 1, (*flips, j + 1)))
+            heapq.heappush(heap, (d - cost[j][0] + nxt, j + 1, (*flips[:-1], j + 1)))
+    return out
+
+
+class DraftTable:
+    """Per generated position: the latest top-2 tokens and probabilities seen."""
+
+    def __init__(self, gen_length: int, device):
+        self.top = torch.full((gen_length, 2), -1, dtype=torch.long, device=device)
+        self.conf = torch.zeros(gen_length, 2, dtype=torch.float64, device=device)
+
+    def update(self, logits: torch.Tensor, col: int, mask_id: int,
+               open_: torch.Tensor):
+        """logits (W, V) of generated positions [col, col + W) (col may be < 0).
+
+        Only positions still to decode (``open_`` (G,) bool) are updated, in
+        float32: the draft is a guess, it needs no float64.
+        """
+        lo, hi = max(col, 0), min(col + logits.shape[0], self.top.shape[0])
+        cols = torch.arange(lo, hi, device=logits.device)
+        cols = cols[open_[lo:hi]]  # (w,)
+        if not len(cols):
+            return
+        p = torch.softmax(logits[cols - col].float(), dim=-1)  # (w, V)
+        if 0 <= mask_id < p.shape[-1]:
+            p[:, mask_id] = -1.0  # never proposed
+        conf, top = p.topk(2, dim=-1)  # (w, 2)
+        self.conf[cols], self.top[cols] = conf.double(), top
+
+
+def draft_children(
+    cols: list[int], top: list[list[int]], conf: list[list[float]], spec_low: float,
+    k: int,
+) -> list[tuple[float, tuple]]:
+    """Up to k hypotheses for F's next commit at a state, best first.
+
+    cols: the state's masked positions in the block F decodes next; top, conf:
+    the draft table as lists (G x 2). Returns (log p, ((position, token), ...)).
+    Only positions the table has seen are drafted.
+    """
+    known = [j for j in cols if top[j][0] >= 0]
+    if not known:
+        return []
+    best = max(known, key=lambda j: conf[j][0])  # F's forced commit, guessed
+    cand = [j for j in known if conf[j][0] >= spec_low]
+    scores: dict[tuple, float] = {}
+
+    def add(commits: tuple, lp: float):
+        old = scores.get(commits, -math.inf)
+        hi, lo = max(old, lp), min(old, lp)
+        scores[commits] = hi + math.log1p(math.exp(lo - hi))  # log(e^old + e^lp)
+
+    for lp, chosen in best_commit_sets([conf[j][0] for j in cand], k):
+        pos = sorted(cand[i] for i in chosen) or [best]
+        add(tuple((j, top[j][0]) for j in pos), lp)
+        if len(pos) == 1 and top[pos[0]][1] >= 0:  # its second token
+            j = pos[0]
+            ratio = conf[j][1] / max(conf[j][0], CONF_CLAMP)
+            add(((j, top[j][1]),), lp + math.log(max(ratio, CONF_CLAMP)))
+    return sorted(((lp, c) for c, lp in scores.items()), key=lambda t: -t[0])[:k]
+
+
+# --- one row: tree, verify, walk -----------------------------------------------------
+
+
+@dataclass
+class _Row:
+    """Constants of one row's decode."""
+
+    denoiser: object
+    config: DecodeConfig
+    P: int  # prompt length
+    generator: list | None = None  # [the row's torch.Generator] when sampling
+
+    def __post_init__(self):
+        self.mask_id = int(self.denoiser.mask_id)
+        self.bl = self.config.block_length
+        self.nb = self.config.num_blocks
+        self.L = self.P + self.config.gen_length
+
+    def block_of(self, gen: torch.Tensor) -> int:
+        """The block F decodes at this state: the first with a mask (nb if none)."""
+        masked = (gen == self.mask_id).view(self.nb, self.bl).any(dim=1)  # (nb,)
+        return int(masked.long().argmax()) if bool(masked.any()) else self.nb
+
+    def span(self, block: int) -> tuple[int, int]:
+        return self.P + block * self.bl, self.P + (block + 1) * self.bl
+
+    def child_kind(self, block: int, parent_block: int, parent_kind: str,
+                   root_block: int) -> str | None:
+        """How F computes a child state (None: not verified in this call)."""
+        cfg = self.config
+        if block >= self.nb or (block != root_block and cfg.lookahead == "none"):
+            return None
+        if cfg.cache == "none":
+            return "full"
+        if block == root_block:
+            return "window"
+        if parent_kind == "window":  # it completes the root's block: F refreshes
+            return "refresh"
+        if cfg.lookahead == "stale" and block == parent_block:
+            return "stale"  # past a refresh, against the cache it replaces
+        return None
+
+    def build_tree(self, root: torch.Tensor, root_kind: str, table: DraftTable):
+        """The root and up to spec_budget nodes: states (n, L), kinds, blocks.
+
+        Best first by path log-probability. A node's children are drafted only
+        when it is popped (its path score bounds theirs), so the heap holds
+        "expand node i" entries beside "add child r of node i" entries. A node
+        is its commits on top of the root: {(position, token)}.
+        """
+        cfg, budget, bl = self.config, self.config.spec_budget, self.bl
+        masked = (root[self.P:] == self.mask_id).view(self.nb, bl)  # (nb, bl)
+        open_cols = [(row.nonzero().squeeze(1) + k * bl).tolist()
+                     for k, row in enumerate(masked)]  # per block: masked positions
+
+        def next_block(b: int) -> int:
+            return next((k for k in range(b + 1, self.nb) if open_cols[k]), self.nb)
+
+        root_block = next_block(-1)
+        commits, cols, kinds, blocks = [frozenset()], [open_cols[root_block]], \
+            [root_kind], [root_block]
+        if root_kind != "refresh" and budget > 0:  # else the cache it needs is unmade
+            top, conf = table.top.tolist(), table.conf.tolist()
+            seen, path_lp, kids = {commits[0]}, [0.0], {}
+            heap, tick = [(0.0, 0, 0, -1)], 0  # (-score, tie-break, node, child rank)
+            while heap and len(kinds) <= budget:
+                neg, _, i, rank = heapq.heappop(heap)
+                if rank < 0:  # draft node i's children
+                    room = budget + 1 - len(kinds)  # more children could not fit
+                    kids[i] = draft_children(cols[i], top, conf, cfg.spec_low, room)
+                    neg = -path_lp[i]
+                else:  # add child ``rank`` of node i
+                    new = kids[i][rank][1]
+                    done = {j for j, _ in new}
+                    left = [j for j in cols[i] if j not in done]
+                    block = blocks[i] if left else next_block(blocks[i])
+                    kind = self.child_kind(block, blocks[i], kinds[i], root_block)
+                    key = commits[i].union(new)
+                    if kind is not None and key not in seen:
+                        seen.add(key)
+                        commits.append(key)
+                        cols.append(left if left else open_cols[block])
+                        kinds.append(kind)
+                        blocks.append(block)
+                        path_lp.append(-neg)
+                        if kind != "refresh" or cfg.lookahead == "stale":
+                            tick += 1  # (an exact refresh's children need its cache)
+                            heapq.heappush(heap, (neg, tick, len(kinds) - 1, -1))
+                if rank + 1 < len(kids[i]):  # node i's next child
+                    tick += 1
+                    score = path_lp[i] + kids[i][rank + 1][0]
+                    heapq.heappush(heap, (-score, tick, i, rank + 1))
+        states = root.repeat(len(kinds), 1)  # (n, L)
+        idx = [(n, self.P + j, tok) for n, c in enumerate(commits) for j, tok in c]
+        if idx:
+            rows, pos, toks = torch.tensor(idx, device=root.device).T
+            states[rows, pos] = toks.to(states.dtype)
+        return states, kinds, blocks
+
+    def verify(self, states, kinds, blocks, cache):
+        """One call: per row (first column, logits (W, V)); the refresh cache; cost."""
+        den, cfg = self.denoiser, self.config
+        out, refresh, token_forwards, calls = [None] * len(kinds), None, 0, 0
+        root_start = self.span(blocks[0])[0]
+        for kind in KINDS:
+            idx = [i for i, k in enumerate(kinds) if k == kind]
+            if not idx:
+                continue
+            xs = states[idx]  # (m, L)
+            if kind == "full":
+                logits, lo = den.logits(xs), 0  # (m, L, V)
+            elif kind == "refresh":
+                (logits, made), lo = den.prefill(xs), 0
+                refresh = (idx, made)
+            else:
+                # from the root's block to the end of the rows' block (dual)
+                stop = self.L if cfg.cache == "prefix" else self.span(blocks[idx[0]])[1]
+                shared = _repeat_rows(cache, len(idx))
+                logits = den.logits_window(xs[:, root_start:stop], root_start, shared)
+                lo = root_start
+            token_forwards += logits.shape[0] * logits.shape[1]
+            calls += 1
+            for r, i in enumerate(idx):
+                out[i] = (lo, logits[r])
+        return out, refresh, token_forwards, calls
+
+    def walk(self, states, blocks, logits):
+        """Follow F through the verified states: path, next state, commits per step.
+
+        Greedy F's choice depends only on the masked positions' own logits
+        (committed ones score -inf and are never counted), so the rule runs on
+        those columns alone, in block order (same ties); sampled F draws noise
+        for the whole block, so then it gets the whole block.
+        """
+        index = {x.tobytes(): i for i, x in enumerate(states.cpu().numpy())}
+        cur, path, commits = 0, [0], []
+        zero = torch.zeros(1, dtype=torch.long)
+        whole = self.config.needs_generator
+        while True:
+            x = states[cur]
+            s, e = self.span(blocks[cur])
+            lo, lg = logits[cur]
+            masked = x[s:e] == self.mask_id  # (bl,)
+            cols = torch.arange(e - s) if whole else masked.nonzero().squeeze(1)
+            x0, take = select_commits(lg[s - lo + cols][None], masked[cols][None],
+                                      self.config, self.mask_id, None, self.generator,
+                                      zero)  # F's own rule: (1, m) twice
+            commit = torch.zeros_like(masked)
+            commit[cols[take[0]]] = True  # (bl,)
+            nxt = x.clone()
+            nxt[s + cols[take[0]]] = x0[0][take[0]].to(x.dtype)
+            commits.append((s, commit))
+            j = index.get(nxt.cpu().numpy().tobytes())
+            if j is None:
+                return path, nxt, commits
+            cur = j
+            path.append(j)
+
+
+def _repeat_rows(cache, n: int):
+    """A batch-1 cache shared by n rows (views, no copy)."""
+    if isinstance(cache, torch.Tensor):
+        return cache.expand(n, *cache.shape[1:])
+    if isinstance(cache, (list, tuple)):
+        return type(cache)(_repeat_rows(c, n) for c in cache)
+    if isinstance(cache, dict):
+        return {k: _repeat_rows(v, n) for k, v in cache.items()}
+    raise TypeError(f"cannot share a {type(cache).__name__} cache across tree rows")
+
+
+def decode_trajectory(
+    denoiser, x: torch.Tensor, P: int, config: DecodeConfig, generator=None,
+):
+    """Speculative decode of every row of x (B, L) (prompt ++ masks/init), one by one.
+
+    Called by ``generate`` when ``config.speculate == "trajectory"``. Rows are
+    decoded one after another (the batch axis holds one row's tree); each row's
+    NFE counts its verify calls. Returns a ``DecodeResult`` with ``spec`` set.
+    With temperature > 0 the walk draws F's noise from the row's generator in
+    F's order (one draw per base-policy step; drafting draws nothing), so each
+    row needs its own generator, as F's rows do to be decoded alone.
+    """
+    B, L = x.shape
+    G = config.gen_length
+    if config.needs_generator and isinstance(generator, torch.Generator) and B > 1:
+        raise ValueError(
+            "with temperature > 0 trajectory speculation decodes rows one by one: "
+            "pass one torch.Generator per row (a shared one interleaves the rows)"
+        )
+    trace = _Trace(B, P, G, x.device)
+    traj = torch.zeros(B, G, dtype=torch.long, device=x.device)
+    steps, rows_per, calls = [], [], 0
+    for b in range(B):
+        gen_b = None
+        if config.needs_generator:
+            gen_b = [generator if isinstance(generator, torch.Generator)
+                     else generator[b]]
+        row = _Row(denoiser, config, P, gen_b)
+        table, cache, cache_block = DraftTable(G, x.device), None, -1
+        root, fstep, steps_b, rows_b = x[b].clone(), 0, [], []
+        while (block := row.block_of(root[P:])) < row.nb:
+            kind = "full" if config.cache == "none" else (
+                "window" if cache_block == block else "refresh")
+            states, kinds, blocks = row.build_tree(root, kind, table)
+            logits, refresh, width, n_calls = row.verify(states, kinds, blocks, cache)
+            path, nxt, commits = row.walk(states, blocks, logits)
+            new = torch.zeros(G, dtype=torch.bool, device=x.device)
+            for k, (s, commit) in enumerate(commits):
+                traj[b, s - P:s - P + row.bl][commit] = fstep + k + 1
+                new[s - P:s - P + row.bl] |= commit
+            made = [i for i in path if kinds[i] == "refresh"]
+            if made:  # F's refreshed cache for the block of that state
+                idx, caches = refresh
+                cache = index_rows(caches, torch.tensor([idx.index(made[-1])]))
+                cache_block = blocks[made[-1]]
+            lo, lg = logits[path[-1]]
+            table.update(lg, lo - P, row.mask_id, nxt[P:] == row.mask_id)
+            trace.record(torch.tensor([b], device=x.device), width, P, new[None])
+            fstep += len(path)
+            steps_b.append(len(path))
+            rows_b.append(len(kinds))
+            calls += n_calls
+            root = nxt
+        x[b] = root
+        steps.append(steps_b)
+        rows_per.append(rows_b)
+    result = trace.result(x)
+    result.n_forwards = calls
+    result.spec = SpecTrace(traj, steps, rows_per)
+    return result
+
+
+# --- measuring -----------------------------------------------------------------------
+
+
+def drift(tokens: torch.Tensor, reference: torch.Tensor) -> dict[str, np.ndarray]:
+    """Per sequence against the base policy's output (B, G) each: exact, hamming."""
+    if tokens.shape != reference.shape:
+        raise ValueError(f"shapes differ: {tuple(tokens.shape)} vs "
+                         f"{tuple(reference.shape)}; compare the generated parts")
+    differ = (tokens != reference).double()  # (B, G)
+    return {"exact": (differ.sum(1) == 0).double().numpy(),
+            "hamming": differ.mean(1).numpy()}
+
+
+@torch.no_grad()
+def batch_invariance_gap(denoiser, states: torch.Tensor, start: int, stop: int):
+    """Max |batched - one-by-one| over logits, full forwards and cached windows.
+
+    states (n, L). Windows [start, stop) share the cache of states[0]; 0.0
+    means a verify call returns exactly what F's batch-1 forwards return.
+    """
+    gap = (denoiser.logits(states) - torch.cat(
+        [denoiser.logits(s[None]) for s in states])).abs().max()
+    if getattr(denoiser, "supports_cache", False):
+        _, cache = denoiser.prefill(states[:1])
+        w = states[:, start:stop]
+        many = denoiser.logits_window(w, start, _repeat_rows(cache, len(states)))
+        one = torch.cat([denoiser.logits_window(r[None], start, cache) for r in w])
+        gap = torch.maximum(gap, (many - one).abs().max())
+    return float(gap)

@@ -1,0 +1,287 @@
+"""Claims plumbing: record values in notebooks, read them back, compute verdicts.
+
+A notebook records each measured value with ``record(key, value)``, which glues
+a plain Python scalar (myst-nb's ``glue``). The book build writes every
+executed notebook's glue data next to it (``_build/jupyter_execute/**.glue.json``);
+papermill runs keep it in the executed ``.ipynb``. ``read_glued`` reads both.
+Verdicts come from the rules in ``book/claims.yml`` (data, not code), evaluated
+by a small expression evaluator that only knows numbers, names, arithmetic,
+comparisons and and/or/not.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import numbers
+import operator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..paths import REPO_ROOT
+
+REGISTRY = REPO_ROOT / "book" / "claims.yml"
+EXECUTED_DIR = REPO_ROOT / "_build" / "jupyter_execute"
+NOT_REBUILT = "not yet rebuilt"
+NOT_REPLICATED = "not replicated"
+STALE = "stale"  # the notebook ran under another fingerprint than the build's
+# the glue keys of a run's provenance (``provenance.record_provenance`` records them)
+FINGERPRINT_KEY = "provenance_fingerprint"
+COMMIT_KEY = "provenance_commit"
+INCONCLUSIVE = "inconclusive"
+# the kinds a registry without its own ``verdicts:`` list may use
+VERDICTS = ["replicated", "direction only", INCONCLUSIVE, NOT_REPLICATED, NOT_REBUILT]
+
+
+def plain(value: Any) -> int | float | str | bool:
+    """Cast numpy/torch scalars to plain Python scalars; refuse anything else."""
+    if isinstance(value, (bool, str)):
+        return value
+    if hasattr(value, "item") and getattr(value, "ndim", 0) == 0:
+        value = value.item()
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    raise TypeError(f"only scalars can be recorded, got {type(value).__name__}")
+
+
+def record(key: str, value: Any, display: bool = False):
+    """Glue ``value`` (cast to a plain scalar) under ``key``; return it."""
+    from myst_nb import glue
+
+    value = plain(value)
+    glue(key, value, display=display)
+    return value
+
+
+# --- reading executed notebooks -----------------------------------------------------
+
+
+def _parse_plain(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text.strip("'\"")
+
+
+def _value_of(output: dict) -> Any:
+    data = output.get("data", {})
+    text = data.get("text/plain")
+    if text is None:  # a glue with display=False keeps a prefixed mime type
+        text = next((v for k, v in data.items() if k.endswith("text/plain")), None)
+    if isinstance(text, list):
+        text = "".join(text)
+    return None if text is None else _parse_plain(text)
+
+
+def read_glued(path: Path) -> dict[str, Any]:
+    """Glued values of one executed notebook: a ``.glue.json`` or an ``.ipynb``."""
+    path = Path(path)
+    if path.suffix == ".ipynb":
+        glue_json = path.with_suffix(".glue.json")
+        if glue_json.exists():
+            return read_glued(glue_json)
+        nb = json.loads(path.read_text())
+        values = {}
+        for cell in nb.get("cells", []):
+            for out in cell.get("outputs", []):
+                meta = out.get("metadata", {}).get("scrapbook")
+                if meta:
+                    values[meta["name"]] = _value_of(out)
+        return values
+    return {k: _value_of(v) for k, v in json.loads(path.read_text()).items()}
+
+
+def executed_path(notebook: str, executed_dir: Path = EXECUTED_DIR) -> Path:
+    """Where the book build writes the executed copy of ``notebooks/NN_x.md``."""
+    return Path(executed_dir) / Path(notebook).with_suffix(".ipynb")
+
+
+def load_registry(path: Path = REGISTRY) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+# --- verdict rules ------------------------------------------------------------------
+
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+_CMPOPS = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
+
+
+def evaluate(expr: str, values: dict[str, Any]):
+    """Evaluate a rule expression over ``values``; unknown names raise ``KeyError``."""
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in values:
+                raise KeyError(
+                    f"rule {expr!r} needs {node.id!r}, which was not recorded"
+                )
+            return values[node.id]
+        if isinstance(node, ast.BoolOp):
+            results = [ev(v) for v in node.values]
+            return all(results) if isinstance(node.op, ast.And) else any(results)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.USub)):
+            v = ev(node.operand)
+            return (not v) if isinstance(node.op, ast.Not) else -v
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.Compare):
+            left = ev(node.left)
+            for op, comp in zip(node.ops, node.comparators, strict=True):
+                right = ev(comp)
+                if type(op) not in _CMPOPS or not _CMPOPS[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        raise ValueError(f"unsupported syntax in rule {expr!r}: {ast.dump(node)[:60]}")
+
+    return ev(ast.parse(expr, mode="eval"))
+
+
+def check_rules(claim_id: str, registry: dict) -> None:
+    """Refuse a claim whose rule names or ``otherwise`` (its own, or its
+    ``secondary:`` block's) are not registered kinds."""
+    kinds = registry.get("verdicts", VERDICTS)
+    claim = registry["claims"][claim_id]
+    blocks = [("", claim)]
+    if "secondary" in claim:
+        sec = claim["secondary"]
+        if not isinstance(sec, dict) or not {"label", "rule"} <= set(sec):
+            raise ValueError(f"{claim_id}: a secondary block needs a label and a rule")
+        blocks.append(("secondary ", sec))
+    for what, block in blocks:
+        names = [*block["rule"], block.get("otherwise", NOT_REPLICATED)]
+        unknown = [n for n in names if n not in kinds]
+        if unknown:
+            raise ValueError(f"{claim_id}: {what}verdicts {unknown} are not in {kinds}")
+
+
+def _first_that_holds(block: dict, values: dict[str, Any]) -> str:
+    for name, expr in block["rule"].items():
+        if evaluate(expr, values):
+            return name
+    return block.get("otherwise", NOT_REPLICATED)
+
+
+def verdict(claim_id: str, values: dict[str, Any], registry: dict | None = None) -> str:
+    """The first verdict whose rule holds, else the claim's ``otherwise``.
+
+    Rules are evaluated in the order the registry lists them; ``otherwise``
+    defaults to "not replicated".
+    """
+    registry = registry or load_registry()
+    check_rules(claim_id, registry)
+    return _first_that_holds(registry["claims"][claim_id], values)
+
+
+def secondary_verdict(claim_id: str, values: dict[str, Any],
+                      registry: dict | None = None) -> str | None:
+    """The verdict of the claim's ``secondary:`` block (label, rule, otherwise),
+    evaluated like ``verdict``; None for a claim without one. It is shown beside
+    the headline verdict (e.g. C2's on piece-level anchors), never instead."""
+    registry = registry or load_registry()
+    check_rules(claim_id, registry)
+    claim = registry["claims"][claim_id]
+    if "secondary" not in claim:
+        return None
+    return _first_that_holds(claim["secondary"], values)
+
+
+def check_values(keys: dict, values: dict[str, Any]) -> list[str]:
+    """Problems with recorded values: missing, non-finite or out of range."""
+    problems = []
+    for key, spec in keys.items():
+        if key not in values:
+            problems.append(f"{key}: not recorded")
+            continue
+        v = values[key]
+        if (
+            not isinstance(v, (int, float))
+            or isinstance(v, bool)
+            or not math.isfinite(v)
+        ):
+            problems.append(f"{key}: {v!r} is not a finite number")
+            continue
+        lo, hi = spec.get("range", (-math.inf, math.inf))
+        if not lo <= v <= hi:
+            problems.append(f"{key}: {v} outside [{lo}, {hi}]")
+    return problems
+
+
+def dashboard_rows(executed_dir: Path = EXECUTED_DIR, registry: dict | None = None,
+                   fingerprint: str | None = None):
+    """One row per claim: paper figure, this build's headline values, verdict.
+
+    With ``fingerprint`` (the build's, ``provenance.fingerprint()``), a notebook
+    glued with another one shows the verdict ``STALE``: its numbers may not be
+    what the current code gives.
+    """
+    registry = registry or load_registry()
+    rows = []
+    for cid, claim in registry["claims"].items():
+        path = executed_path(claim["notebook"], executed_dir)
+        row = {
+            "id": cid,
+            "statement": claim["statement"],
+            "paper": claim["paper"],
+            "notebook": claim["notebook"],
+            "measured": {},
+            "verdict": NOT_REBUILT,
+            "glued_verdict": None,
+            # the secondary verdict (label, verdict) beside the headline, if any
+            "secondary": None,
+        }
+        sec = claim.get("secondary")
+        source_exists = (REPO_ROOT / claim["notebook"]).exists()
+        if source_exists and (path.exists() or path.with_suffix(".glue.json").exists()):
+            values = read_glued(path)
+            row["measured"] = {k: values.get(k) for k in claim["headline"]}
+            row["labels"] = {k: claim["keys"][k]["label"] for k in claim["headline"]}
+            row["verdict"] = verdict(cid, values, registry)
+            row["glued_verdict"] = values.get(f"{cid.lower()}_verdict")
+            if sec is not None:
+                row["secondary"] = {"label": sec["label"],
+                                    "verdict": secondary_verdict(cid, values, registry),
+                                    "glued": values.get(sec.get("glued", ""))}
+            row["values"] = values
+            row["finding"] = {k: values.get(k)
+                              for k in claim.get("finding", claim["headline"][:1])}
+            row["fingerprint"] = values.get(FINGERPRINT_KEY)
+            row["commit"] = values.get(COMMIT_KEY)
+            if fingerprint is not None and row["fingerprint"] != fingerprint:
+                row["verdict"] = STALE
+                if row["secondary"] is not None:
+                    row["secondary"]["verdict"] = STALE
+        elif sec is not None:
+            row["secondary"] = {"label": sec["label"], "verdict": NOT_REBUILT,
+                                "glued": None}
+        rows.append(row)
+    return rows
+
+
+def format_value(v) -> str:
+    if isinstance(v, float):
+        if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e4):
+            return f"{v:.2e}"
+        return f"{v:.4g}"
+    return str(v)

@@ -1,0 +1,226 @@
+"""``make paper``: every notebook with its paper-scale profile, then a second book.
+
+    python -m dlmspec_min.plumbing.paper [--overrides shrink.yaml] [--out _build/paper]
+
+1. Every notebook's parameters are checked first (its profile
+   ``notebooks/profiles/paper/NN_name.yaml``, then the overrides file, which
+   applies to every notebook; names a notebook lacks are skipped), so a bad
+   profile is one line and exit code 2 before any model loads.
+2. Each notebook executes through the runner (``python -m dlmspec_min.plumbing.run NB
+   -f PROFILE -F OVERRIDES -o OUT/notebooks/NN_name.ipynb``), in its own process.
+   With ``DLMSPEC_ALLOW_HUB=1`` the runs may download (the hub's offline switches
+   that the Makefile sets are lifted for them); otherwise every model, judge and
+   dataset must be on this machine.
+3. A Jupyter Book (``book/paper/_config.yml``, ``_toc.yml``: execution off)
+   renders the executed notebooks, with the formalization chapter and a landing
+   page listing each run's parameters, into ``OUT/_build/html``.
+
+The main book (``make book``) is not touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..decoding.denoisers import ALLOW_HUB_ENV
+from ..paths import REPO_ROOT, cache_dir
+from . import params, run
+
+NOTEBOOKS = REPO_ROOT / "notebooks"
+PROFILES = NOTEBOOKS / "profiles" / "paper"
+BOOK = REPO_ROOT / "book" / "paper"
+OFFLINE_SWITCHES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+# numbered notebooks that the paper-scale run leaves out, and why
+NOT_AT_PAPER_SCALE = {
+    "10_seeds": "reruns C2, C3 and C6 at several seeds on the embedded models (its "
+                "own reduced sizes); at paper scale that is three more 8B runs each",
+}
+
+
+def notebooks() -> list[Path]:
+    """The notebooks ``make paper`` runs: every numbered one but NOT_AT_PAPER_SCALE."""
+    return [nb for nb in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.md"))
+            if nb.stem not in NOT_AT_PAPER_SCALE]
+
+
+def profile_of(notebook: Path) -> Path:
+    return PROFILES / f"{notebook.stem}.yaml"
+
+
+def check_all(overrides: Path | None) -> dict[str, dict]:
+    """Every notebook's checked parameters; ``run.ParameterError`` naming it."""
+    out = {}
+    for nb in notebooks():
+        profile = profile_of(nb)
+        if not profile.exists():
+            raise run.ParameterError(f"{nb.name} has no paper-scale profile {profile}")
+        try:
+            out[nb.stem] = run.gather(params.notebook_parameters(nb), [profile],
+                                      [overrides] if overrides else [])
+        except run.ParameterError as e:
+            raise run.ParameterError(f"{nb.name}: {e}") from None
+    return out
+
+
+def landing_page(values: dict[str, dict], overrides: Path | None,
+                 seconds: dict[str, float]) -> str:
+    lines = [
+        "# The paper-scale run",
+        "",
+        "Every notebook of the book, executed with its paper-scale profile "
+        "(`notebooks/profiles/paper/`)"
+        + (f" and the overrides `{overrides}`" if overrides else "")
+        + " by `make paper`; these pages are the executed notebooks, not re-run.",
+        "",
+        "| notebook | parameters | run time (s) |",
+        "|---|---|---|",
+    ]
+    for stem, v in values.items():
+        shown = ", ".join(f"`{k}={v[k]!r}`" for k in v)
+        lines.append(f"| {{doc}}`notebooks/{stem}` | {shown} | {seconds[stem]:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _run_env() -> dict[str, str]:
+    env = dict(os.environ)
+    if env.get(ALLOW_HUB_ENV) == "1":
+        for name in OFFLINE_SWITCHES:
+            env.pop(name, None)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _run_one(nb: Path, out: Path, overrides: Path | None, log: Path | None):
+    """Execute one notebook through the runner; (return code, seconds)."""
+    target = out / "notebooks" / f"{nb.stem}.ipynb"
+    cmd = [sys.executable, "-m", "dlmspec_min.plumbing.run", str(nb), "-f",
+           str(profile_of(nb)), "-o", str(target)]
+    if overrides:
+        cmd += ["-F", str(overrides)]
+    print(f"== {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    if log is None:  # one at a time: the run's output streams through
+        proc = subprocess.run(cmd, env=_run_env(), cwd=REPO_ROOT)
+    else:
+        with open(log, "w") as f:
+            proc = subprocess.run(cmd, env=_run_env(), cwd=REPO_ROOT, stdout=f,
+                                  stderr=subprocess.STDOUT)
+    seconds = time.perf_counter() - t0
+    print(f"== {nb.name}: {seconds:.1f} s"
+          + (f" (exit code {proc.returncode})" if proc.returncode else ""),
+          file=sys.stderr, flush=True)
+    return proc.returncode, seconds
+
+
+def execute(out: Path, overrides: Path | None, values: dict[str, dict],
+            jobs: int = 1) -> dict[str, float]:
+    """Every notebook through the runner, ``jobs`` at a time (each in its own
+    process; with more than one, each run's output goes to OUT/logs/NN_name.log
+    and a failing run's tail is printed). The first failure stops the flow once
+    the runs under way have ended."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    logs = out / "logs"
+    if jobs > 1:
+        logs.mkdir(parents=True, exist_ok=True)
+    seconds, failed = {}, []
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {nb: pool.submit(_run_one, nb, out, overrides,
+                                   logs / f"{nb.stem}.log" if jobs > 1 else None)
+                   for nb in notebooks()}
+        which = {fut: nb for nb, fut in futures.items()}
+        for fut in as_completed(futures.values()):
+            if fut.cancelled():
+                continue
+            code, seconds[which[fut].stem] = fut.result()
+            if code and not failed:
+                failed.append((which[fut], code))
+                for other in futures.values():  # nothing new starts after a failure
+                    other.cancel()
+    if failed:
+        nb, code = failed[0]
+        if jobs > 1:
+            tail = (logs / f"{nb.stem}.log").read_text()[-3000:]
+            print(f"== {nb.name} failed; the end of {logs / nb.stem}.log:\n{tail}",
+                  file=sys.stderr)
+        raise SystemExit(code)
+    return {nb.stem: seconds[nb.stem] for nb in notebooks()}  # in page order
+
+
+def _main_book_only(text: str, values: dict[str, dict]) -> str:
+    """The formalization chapter's links to pages this book lacks (the claims
+    registry, the seed page) become plain text naming the main book's page."""
+    here = {"book/formalization", *(f"notebooks/{stem}" for stem in values)}
+
+    def link(m):
+        target = m.group(1)
+        doc = target[1:] if target.startswith("/") else f"book/{target}"
+        return m.group(0) if doc in here else f"`{doc}` (in the main book)"
+
+    return re.sub(r"\{doc\}`([^`<>]+)`", link, text)
+
+
+def build_book(out: Path, overrides: Path | None, values, seconds) -> Path:
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(BOOK / name, out / name)
+    (out / "book").mkdir(exist_ok=True)
+    text = (REPO_ROOT / "book" / "formalization.md").read_text()
+    (out / "book" / "formalization.md").write_text(_main_book_only(text, values))
+    static = cache_dir() / "static"
+    if static.is_dir():  # MathJax, fetched by `make data`
+        shutil.copytree(static, out / "_static", dirs_exist_ok=True)
+    else:
+        (out / "_static").mkdir(exist_ok=True)
+    (out / "index.md").write_text(landing_page(values, overrides, seconds))
+    (out / "runs.json").write_text(json.dumps(
+        {"overrides": str(overrides) if overrides else None, "parameters": values,
+         "seconds": seconds}, indent=1, default=str))
+    cli = "from jupyter_book.cli.main import main; main()"  # the jupyter-book command
+    subprocess.run([sys.executable, "-c", cli, "build", str(out), "-W", "--keep-going"],
+                   check=True,
+                   cwd=REPO_ROOT)
+    return out / "_build" / "html" / "index.html"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m dlmspec_min.plumbing.paper",
+                                 description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--overrides", type=Path,
+                    help="one more parameter file for every notebook (shrunk sizes)")
+    ap.add_argument("--out", type=Path, default=REPO_ROOT / "_build" / "paper",
+                    help="build folder (default _build/paper)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="notebooks executed at a time (default 1: one GPU, one "
+                         "8B model at a time; more only where memory allows)")
+    a = ap.parse_args(argv)
+    overrides = a.overrides.resolve() if a.overrides else None
+    if a.jobs < 1:
+        print(f"error: --jobs must be at least 1, not {a.jobs}", file=sys.stderr)
+        return run.EXIT_BAD_PARAMETER
+    try:
+        values = check_all(overrides)
+    except run.ParameterError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return run.EXIT_BAD_PARAMETER
+    out = a.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    seconds = execute(out, overrides, values, a.jobs)
+    index = build_book(out, overrides, values, seconds)
+    print(f"== the paper-scale book is at file://{index}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""Codebooks, and alpha_SID pooled over them.
+
+A codebook (``codebooks``) is one seeded set of k-means semantic IDs with the
+drafts built for it (the head trained for those IDs). alpha_SID in a verdict
+is the mean over several codebooks on one decode (``pooled_acceptance``), its
+CI resampling codebooks and sequences; ``acceptance_table`` is one codebook's
+alpha_SID per draft, ``FIRST_PASS`` names the target's own first-pass guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..measures import stats
+from .decoder import target_cluster_argmax, verify_logits
+from .drafting import (
+    DRAFT_NAMES,
+    Draft,
+    HeadDraft,
+    SmallMarginalDraft,
+    drafts_for,
+    training_windows,
+)
+from .semantic import SemanticIDs, majority_chance, semantic_ids_for
+
+FIRST_PASS = "target itself, first all-masked pass"  # the target's own ID guess
+
+
+# --- acceptance -----------------------------------------------------------------------
+
+
+def per_sequence(hit: torch.Tensor, where: torch.Tensor):
+    """Hits and trials per row, counted where ``where`` holds: (B, G) -> (B,), (B,)."""
+    if hit.shape != where.shape:
+        raise ValueError(
+            f"hit {tuple(hit.shape)} and where {tuple(where.shape)} differ"
+        )
+    where = where.bool()
+    return (hit.bool() & where).sum(1).cpu().numpy(), where.sum(1).cpu().numpy()
+
+
+def sid_hits(
+    sids: torch.Tensor, target_tokens: torch.Tensor, anchors: torch.Tensor,
+    sid: SemanticIDs,
+) -> tuple[np.ndarray, np.ndarray]:
+    """alpha_SID's numerator and denominator per row: 1{drafted SID == sigma(token)}."""
+    return per_sequence(sids.to(target_tokens.device) == sid(target_tokens), anchors)
+
+
+def acceptance_table(
+    sids_by_name: dict[str, torch.Tensor], tokens: torch.Tensor, anchors: torch.Tensor,
+    sid: SemanticIDs, n_boot: int = 2000, seed: int = 0,
+) -> pd.DataFrame:
+    """alpha_SID per named prediction (B, G) of sigma(tokens) at anchors, with CIs.
+
+    One row per name: hits, anchors, alpha and the 95 % interval of
+    ``stats.rate_ci`` (sequence bootstrap united with Clopper-Pearson).
+    """
+    rows = []
+    for name, sids in sids_by_name.items():
+        hits, n = sid_hits(sids, tokens, anchors, sid)
+        est, lo, hi = stats.rate_ci(hits, n, n_boot, seed)
+        rows.append(dict(prediction=name, hits=int(hits.sum()), anchors=int(n.sum()),
+                         alpha=est, low=lo, high=hi))
+    return pd.DataFrame(rows).set_index("prediction")
+
+
+def best_draft_row(table: pd.DataFrame, sid: SemanticIDs, tokens: torch.Tensor,
+                   anchors: torch.Tensor) -> dict:
+    """One seed's summary from an ``acceptance_table`` that holds both drafts: the
+    best draft, its alpha and interval, each draft's alpha, the majority-ID rate."""
+    drafts = table.loc[list(DRAFT_NAMES)]
+    best = drafts["alpha"].idxmax()
+    return {
+        "best draft": best, "alpha_SID": drafts.loc[best, "alpha"],
+        "low": drafts.loc[best, "low"], "high": drafts.loc[best, "high"],
+        "alpha_SID, head": drafts.loc[HeadDraft.name, "alpha"],
+        "alpha_SID, marginal": drafts.loc[SmallMarginalDraft.name, "alpha"],
+        "majority-ID rate": majority_chance(sid(tokens)[anchors].cpu().numpy(),
+                                            sid.n_clusters),
+    }
+
+
+def codebook_seeds(seed: int, n: int) -> list[int]:
+    """The ``n`` codebook seeds a build with ``seed`` pools: seed*n, ..., seed*n + n-1.
+
+    Builds with different seeds draw disjoint sets, so a second build's pooled
+    acceptance rests on codebooks (k-means IDs and draft heads) the first never
+    used.
+    """
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"the number of codebooks must be an integer >= 1, got {n!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return [seed * n + i for i in range(n)]
+
+
+@dataclass
+class Codebook:
+    """One codebook seed's semantic IDs, the drafts fitted to them, their guesses."""
+
+    seed: int
+    sid: SemanticIDs
+    windows: torch.Tensor  # (N, T) the head's Brown training windows
+    content: torch.Tensor  # (N, T) their anchor masks (the head's training rows)
+    drafters: dict  # name -> fitted draft (SmallMarginalDraft, HeadDraft)
+    outputs: dict[str, Draft]  # name -> the draft's output for the prompt
+    preds: dict[str, torch.Tensor]  # name -> (B, G) IDs: the drafts and FIRST_PASS
+    table: pd.DataFrame  # acceptance_table of preds
+
+
+def codebooks(
+    target, draft_denoiser, tokenizer, lexicon, prompt: torch.Tensor,
+    tokens: torch.Tensor, anchors: torch.Tensor, K: int, seeds: Sequence[int], *,
+    levels: int = 1, n_train: int = 2048, n_boot: int = 2000, boot_seed: int = 0,
+    head_kw: dict | None = None, verify: torch.Tensor | None = None,
+    seq_len: int | None = None, unit: str = "word",
+) -> dict[int, Codebook]:
+    """Rebuild the IDs and both drafts for each seed, on one fixed decode.
+
+    For each seed: k-means IDs over the target's input embeddings
+    (``semantic_ids_for``), ``n_train`` Brown training windows for the head
+    (``training_windows``, their first token the prompt's), both drafts
+    (``drafts_for``), the target's own first-pass guess (``verify`` (B, G, V):
+    ``verify_logits`` of the prompt, computed here if None) and their
+    ``acceptance_table`` on ``tokens``/``anchors`` (B, G), the target's decode.
+    ``seq_len`` sets the training windows' length (default: the models');
+    ``unit`` the anchors the head is trained on (``anchor_mask``; pass the unit
+    of ``anchors``).
+    """
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {seeds}")
+    P, G = prompt.shape[1], tokens.shape[1]
+    bos = int(prompt[0, 0]) if P else None
+    if verify is None:
+        verify = verify_logits(target, prompt, G)
+    books = {}
+    for s in seeds:
+        sid = semantic_ids_for(target, K, seed=s, tokenizer=tokenizer, levels=levels)
+        windows, content = training_windows(tokenizer, lexicon, n_train, s, bos_id=bos,
+                                            seq_len=seq_len, unit=unit)
+        drafters = drafts_for(draft_denoiser, sid, windows, content, P, G,
+                              **(head_kw or {}))
+        outputs = {name: d(prompt, G) for name, d in drafters.items()}
+        preds = {name: o.sids for name, o in outputs.items()}
+        preds[FIRST_PASS] = target_cluster_argmax(verify, sid)
+        table = acceptance_table(preds, tokens, anchors, sid, n_boot, boot_seed)
+        books[s] = Codebook(s, sid, windows, content, drafters, outputs, preds, table)
+    return books
+
+
+def pooled_acceptance(
+    books: dict[int, Codebook], tokens: torch.Tensor, anchors: torch.Tensor,
+    n_boot: int = 2000, seed: int = 0,
+) -> pd.DataFrame:
+    """alpha_SID of every prediction, averaged over the codebooks, with its CI.
+
+    One row per prediction name: ``alpha`` (the mean over codebooks of each
+    codebook's rate), ``low``/``high`` (``stats.seed_pooled_rate``: resampling
+    codebooks and sequences, united with Clopper-Pearson), the lowest and
+    highest single-codebook rate, and ``codebooks``. ``best_pooled_draft``
+    picks the draft with the highest pooled alpha (one draft for all codebooks).
+    """
+    if not books:
+        raise ValueError("no codebooks given")
+    names = list(next(iter(books.values())).preds)
+    _, trials = per_sequence(anchors, anchors)
+    rows = []
+    for name in names:
+        hits = np.stack([sid_hits(b.preds[name], tokens, anchors, b.sid)[0]
+                         for b in books.values()])  # (S, B)
+        est, lo, hi = stats.seed_pooled_rate(hits, trials, n_boot, seed)
+        per = hits.sum(1) / trials.sum()
+        rows.append(dict(prediction=name, alpha=est, low=lo, high=hi,
+                         lowest=float(per.min()), highest=float(per.max()),
+                         codebooks=len(books)))
+    return pd.DataFrame(rows).set_index("prediction")
+
+
+def best_pooled_draft(pooled: pd.DataFrame) -> str:
+    """The draft (not the target's first pass) with the highest pooled alpha."""
+    return str(pooled.loc[list(DRAFT_NAMES), "alpha"].idxmax())
+
+
+def per_codebook(books: dict[int, Codebook], tokens: torch.Tensor,
+                 anchors: torch.Tensor) -> pd.DataFrame:
+    """One ``best_draft_row`` per codebook seed, indexed by seed."""
+    return pd.DataFrame([{"seed": s, **best_draft_row(b.table, b.sid, tokens, anchors)}
+                         for s, b in books.items()]).set_index("seed")
