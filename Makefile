@@ -54,8 +54,10 @@ PAPER_JOBS ?= 1
 paper: data
 	$(PY) -m dlmspec_min.plumbing.paper --out $(PAPER_DIR) --jobs $(PAPER_JOBS) $(if $(PAPER_OVERRIDES),--overrides $(PAPER_OVERRIDES))
 
+# One pytest worker per core, a test file per worker at a time (the paper flow's
+# file first: it is the longest); one CPU thread each, as the book executes.
 test: book
-	$(PY) -m pytest -q
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n auto --dist loadfile --durations=10
 
 lint: setup
 	$(VENV)/bin/ruff check dlmspec_min tests benchmarks

@@ -12,6 +12,14 @@ from __future__ import annotations
 import pytest
 import torch
 
+LONGEST_FIRST = ("test_paper_flow.py",)  # started first, so no worker waits on it
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest test file first: under ``pytest -n auto --dist loadfile``
+    (``make test``) a worker starts it at once while the others take the rest."""
+    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)  # stable
+
 VOCAB = 16
 MASK_ID = VOCAB - 1  # the mask is a real vocabulary entry with its own logit
 HIDDEN = 8
