@@ -32,10 +32,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "training": {"decoding", "paths"},
     "measures": {"decoding", "training", "paths"},
     "ssld": {"decoding", "training", "measures", "paths"},
-    "plumbing": {"decoding", "training", "measures", "ssld", "paths"},
+    "experiments": {"decoding", "training", "measures", "ssld", "paths"},
+    "plumbing": {"decoding", "training", "measures", "ssld", "experiments", "paths"},
     "__init__": {"decoding"},
 }
-FOLDERS = ("decoding", "ssld", "measures", "training", "plumbing")
+FOLDERS = ("decoding", "ssld", "measures", "training", "experiments", "plumbing")
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:

@@ -58,6 +58,11 @@ def record(key: str, value: Any, display: bool = False):
     return value
 
 
+def record_all(values: dict[str, Any]) -> dict[str, Any]:
+    """Glue every entry of a measurement's ``values``; return them as recorded."""
+    return {key: record(key, value) for key, value in values.items()}
+
+
 # --- reading executed notebooks -----------------------------------------------------
 
 
