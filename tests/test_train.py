@@ -1,5 +1,7 @@
 """Training pieces: masks, stratified ratios, windows, a reproducible step."""
 
+import json
+
 import pytest
 import torch
 
@@ -126,3 +128,9 @@ def test_resume_gives_the_same_weights_as_one_run(tmp_path, monkeypatch):
     for k in a:
         assert torch.equal(a[k], b[k]), k
     assert a["head_bias"].dtype == train.STORAGE_DTYPE
+    # a later cycle may end its text: the record says which cycles did
+    train.train("small", part, cycles=(5, 3, 2), resume=True, eos_fraction=0.5,
+                **opts)
+    summary = json.loads((part / "training.json").read_text())
+    assert summary["eos_fraction_by_cycle"] == [0.0, 0.0, 0.5]
+    assert summary["cycles"] == [5, 3, 2]

@@ -254,7 +254,7 @@ def train(
     n_ended = round(hp["eos_fraction"] * hp["batch_size"])
     ended = ended_windows(docs) if n_ended else None
     held = held_out_windows(tok)
-    history, done, seconds = [], 0, 0.0
+    history, done, seconds, eos_by_cycle = [], 0, 0.0, []
     if resume:
         from transformers import AutoModelForMaskedLM
 
@@ -265,6 +265,10 @@ def train(
         seconds = previous["train_seconds"]
         history = [json.loads(line) for line in (out / "train_log.jsonl").open()]
         last_loss = history.pop()["loss"]  # re-measured below on the stored weights
+        eos_by_cycle = previous.get(
+            "eos_fraction_by_cycle",
+            [previous["hyperparameters"].get("eos_fraction", 0.0)] * done,
+        )[:done]
         if tuple(previous.get("cycles", cycles[:done])) != cycles[:done]:
             raise ValueError(
                 f"{out} was trained with other cycles; retrain from scratch"
@@ -344,6 +348,10 @@ def train(
         "hyperparameters": hp,
         "cycles": list(cycles),
         "cycles_done": len(cycles),
+        # a resumed run may end its text in later cycles only (pretrain, then
+        # fine-tune, as LLaDA does); each cycle's share of ended windows
+        "eos_fraction_by_cycle": eos_by_cycle
+        + [hp["eos_fraction"]] * (len(cycles) - done),
         "restart_lr_decay": RESTART_DECAY,
         "seq_len": SEQ_LEN,
         "tokens_seen": offset * hp["batch_size"] * (SEQ_LEN - 1),
