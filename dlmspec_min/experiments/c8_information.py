@@ -413,7 +413,7 @@ def prompts(tok, n: int, prompt_length: int, start_length: int, seed: int, devic
 def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
             gen_length: int, block_length: int, threshold: float, thresholds: list,
             temperature: float, K: int, n_bins: int, n_bootstrap: int, seed: int,
-            device: str = "cpu") -> InformationMeasurement:
+            device: str = "cpu", lexicon=None) -> InformationMeasurement:
     """The whole C8 measurement with the page's parameters (notebook 08).
 
     ``values``: every value the page records before its verdict, by glue name, in
@@ -421,9 +421,10 @@ def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
     bins_<measure>, bounds, easy; ``arrays``: words, anchors (one row per anchor),
     bos_entropy (G,), bins, easy (every token with its group); ``facts``: what the
     page prints about the run. The caller seeds torch and loads the models.
+    ``lexicon``: the word classes (default ``tagger.default_lexicon()``, C1's).
     """
     target, tok = models.target, models.tokenizer
-    lexicon = tagger.default_lexicon()
+    lexicon = tagger.default_lexicon() if lexicon is None else lexicon
     sid = semantic.semantic_ids_for(target, K, seed=seed, tokenizer=tok)
     V = target.model.get_input_embeddings().weight.shape[0]
     # the start token: [BOS] (or [CLS], or nothing)
