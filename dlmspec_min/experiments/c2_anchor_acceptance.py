@@ -343,8 +343,10 @@ def measure(models: Models, *, n_samples: int, gen_length: int, block_length: in
     ``clusters``, ``shares``, ``pooled``, ``pooled_piece``, ``first_codebook``,
     ``chance``, ``sweep``, ``robust``, ``piece_hits``, ``word_and_piece``. Arrays:
     cluster ``sizes`` (and the control's), ``book_seeds``, ``prompt``,
-    ``ref_name``, ``decode_seconds``, sample ``texts``, the ``books``, the drafts'
-    ``costs``, ``n_windows`` and the first head's ``head_losses``.
+    ``ref_name``, ``decode_seconds``, sample ``texts``, the decode's ``tokens``
+    (B, G) with its ``anchors``, ``anchors_piece`` and ``continuation`` masks, the
+    ``books``, the drafts' ``costs``, ``n_windows`` and the first head's
+    ``head_losses``.
     """
     for name, x in [("paper_alpha", paper_alpha), ("paper_tau", paper_tau)]:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0:
@@ -368,7 +370,9 @@ def measure(models: Models, *, n_samples: int, gen_length: int, block_length: in
     r.values.update(anchor_values(dec, n_samples))
     r.tables["shares"] = class_shares(dec.classes)
     r.arrays.update(ref_name=dec.ref_name, decode_seconds=dec.seconds,
-                    texts=[tok.decode(row.tolist()) for row in tokens[:3]])
+                    texts=[tok.decode(row.tolist()) for row in tokens[:3]],
+                    tokens=tokens, anchors=anchors, anchors_piece=dec.anchors_piece,
+                    continuation=dec.continuation)
 
     t0 = time.perf_counter()
     verify = decoder.verify_logits(target, prompt, gen_length)  # (B, G, V)
