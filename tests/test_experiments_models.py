@@ -150,3 +150,9 @@ def test_measure_needs_a_base_model(sizes, splits):
     with pytest.raises(ValueError, match="'base' entry"):
         page.measure({"small": models["small"]}, tok, train_ds=splits[0],
                      test_ds=splits[1], **TINY)
+
+
+def test_a_ratio_over_zero_is_infinite_or_undefined():
+    assert page.times(3.0, 1.5) == 2.0
+    assert page.times(0.2, 0.0) == float("inf")
+    assert math.isnan(page.times(0.0, 0.0))
