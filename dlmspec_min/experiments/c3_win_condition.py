@@ -70,7 +70,8 @@ def acceptance(books: dict, target, tokens: torch.Tensor, anchors: torch.Tensor,
 
     One row per draft of ``drafting.DRAFT_NAMES``: ``codebooks.pooled_acceptance``
     on word anchors, the draft's cost in target forwards (FLOPs of one forward of
-    ``seq_len`` positions) and alpha on piece anchors beside it. The best draft's
+    ``seq_len`` positions, from the first codebook's drafts, the ones SSLD runs
+    with) and alpha on piece anchors beside it. The best draft's
     alpha gives the shortfall alpha*/alpha (a lower bound, alpha*/alpha_hi, when
     alpha = 0); ``gamma`` is the word anchors per sequence.
     """
