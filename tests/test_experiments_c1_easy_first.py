@@ -1,16 +1,14 @@
 """C1's measurement as a library function (dlmspec_min.experiments.c1_easy_first),
 called on the tiny random-weight models and on synthetic inputs."""
 
-import ast
 import math
-import re
 
 import numpy as np
 import pytest
 import torch
+from pages import rule_names, same_value, shown_glue_names
 
 from dlmspec_min.experiments import c1_easy_first as c1
-from dlmspec_min.experiments.common import Models
 from dlmspec_min.measures import tagger
 from dlmspec_min.measures.tagger import CONTENT, FUNCTION
 from dlmspec_min.paths import REPO_ROOT
@@ -22,34 +20,13 @@ SIZES = dict(n_samples=4, gen_length=12, block_length=4, temperature=1.0, thresh
              thresholds=[0.1], n_bootstrap=30, seed=0)
 
 
-def glued_names(text: str) -> set[str]:
-    """The names the page's prose reads with ``{glue:text}`` (figures excluded)."""
-    return set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", text))
-
-
-def rule_names(claim: dict) -> set[str]:
-    return {n.id for expr in claim["rule"].values()
-            for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)}
-
-
-def same(a, b) -> bool:
-    return (a == b) or (isinstance(a, float) and isinstance(b, float)
-                        and math.isnan(a) and math.isnan(b))
-
-
 @pytest.fixture(scope="module")
-def models(tiny_models):
-    den, tok = tiny_models["target"]
-    return Models(den, den, tok)
-
-
-@pytest.fixture(scope="module")
-def result(models):
-    return c1.measure(models, **SIZES)
+def result(tiny_pair):
+    return c1.measure(tiny_pair, **SIZES)
 
 
 def test_every_value_the_page_and_the_rule_read_is_measured(result):
-    wanted = glued_names(NOTEBOOK.read_text()) - PAGE_ONLY
+    wanted = shown_glue_names(NOTEBOOK) - PAGE_ONLY
     claim = load_registry()["claims"]["C1"]
     wanted |= set(claim["keys"]) | rule_names(claim) | set(claim["headline"])
     assert len(wanted) > 40
@@ -133,16 +110,16 @@ def test_deciles_and_tables_match_the_values(result):
         result["c1_reg_coef"], 4)
 
 
-def test_the_same_seed_gives_the_same_values(models, result):
-    again = c1.measure(models, **SIZES)
+def test_the_same_seed_gives_the_same_values(tiny_pair, result):
+    again = c1.measure(tiny_pair, **SIZES)
     assert list(again.values) == list(result.values)
-    assert all(same(again.values[k], v) for k, v in result.values.items())
+    assert all(same_value(again.values[k], v) for k, v in result.values.items())
 
 
-def test_each_decoder_and_each_seed_draws_its_own_random_stream(models, result):
+def test_each_decoder_and_each_seed_draws_its_own_random_stream(tiny_pair, result):
     primary = c1.decoders(12, 4, 1.0, 0.9, [0.1])[c1.PRIMARY]
     cfg = {"a": primary, "b": primary}  # one decoder twice: streams 0 and 1
-    args = (models.target, models.tokenizer, result.arrays["prompt"], cfg)
+    args = (tiny_pair.target, tiny_pair.tokenizer, result.arrays["prompt"], cfg)
     kw = dict(lexicon=tagger.default_lexicon(), counts=None)
     r0, _, _ = c1.decode_all(*args, seed=0, **kw)
     r1, _, _ = c1.decode_all(*args, seed=1, **kw)

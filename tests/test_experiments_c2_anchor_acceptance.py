@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from pages import names_recorded_on_page, rule_names, shown_glue_names
 
 from dlmspec_min.experiments import c2_anchor_acceptance as c2x
-from dlmspec_min.experiments.common import Models
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import check_values, load_registry
 from dlmspec_min.ssld import codebooks, win_condition
@@ -23,38 +23,26 @@ TIMINGS = re.compile(r"seconds")
 
 
 @pytest.fixture(scope="module")
-def models(tiny_models):
-    (target, tok), (draft, _) = tiny_models["target"], tiny_models["draft"]
-    return Models(target, draft, tok)
-
-
-@pytest.fixture(scope="module")
-def result(models):
-    return c2x.measure(models, **KW)
+def result(tiny_pair):
+    return c2x.measure(tiny_pair, **KW)
 
 
 def _untimed(values):
     return {k: v for k, v in values.items() if not TIMINGS.search(k)}
 
 
-def _page_source():
-    return NOTEBOOK.read_text()
-
-
 def test_the_result_holds_every_value_the_page_records(result):
     """Every name the page's prose or C2's rules and keys read is recorded: by
     ``measure`` or by the page itself (the verdicts and what rests on them); none by
     both."""
-    text = _page_source()
-    prose = set(re.findall(r"\{glue:text\}`(c2_\w+)", text))
-    by_page = set(re.findall(r"(?:record|glue)\(\s*\"(c2_\w+)\"", text))
-    by_page = {k for k in by_page if not k.startswith("c2_fig_")}
+    prose = shown_glue_names(NOTEBOOK, prefix="c2_")
+    by_page = names_recorded_on_page(NOTEBOOK, prefix="c2_")
+    by_page = {k for k in by_page if not k.startswith("c2_fig_")}  # figures aside
     assert by_page == {"c2_verdict", "c2_verdict_piece", "c2_runtime_seconds",
                        "c2_robust_agree", "c2_robust_verdicts"}
     assert not by_page & set(result.values)
     claim = load_registry()["claims"]["C2"]
-    rules = " ".join([*claim["rule"].values(), *claim["secondary"]["rule"].values()])
-    needed = prose | set(re.findall(r"c2_\w+", rules)) | set(claim["keys"])
+    needed = prose | rule_names(claim, prefix="c2_") | set(claim["keys"])
     assert needed - by_page <= set(result.values)
     assert set(result.values) >= set(claim["headline"]) | set(claim["finding"])
     assert list(result.values)[:3] == ["c2_K", "c2_n_clusters", "c2_kmeans_seconds"]
@@ -92,11 +80,11 @@ def test_intervals_hold_their_estimates(result):
         assert row["low"] <= row["alpha_SID"] <= row["high"]
 
 
-def test_same_seed_same_values_whatever_the_global_generator(models, result):
+def test_same_seed_same_values_whatever_the_global_generator(tiny_pair, result):
     torch.manual_seed(12345)  # measure's draws are all seeded by its own seed
-    again = c2x.measure(models, **KW)
+    again = c2x.measure(tiny_pair, **KW)
     assert _untimed(again.values) == _untimed(result.values)
-    other = c2x.measure(models, **(KW | {"seed": 1}))  # other decodes and codebooks
+    other = c2x.measure(tiny_pair, **(KW | {"seed": 1}))  # other decodes and codebooks
     assert other.arrays["book_seeds"] == [2, 3]
     assert _untimed(other.values) != _untimed(result.values)
 
@@ -200,10 +188,10 @@ def test_codebook_spread_and_sweep_names_on_synthetic_tables():
                                        "c2_sweep_uniform_K16": 1 / 16}
 
 
-def test_bad_paper_figures_are_refused(models):
+def test_bad_paper_figures_are_refused(tiny_pair):
     for bad in (0, -1.0, None, True):
         with pytest.raises(ValueError, match="paper_alpha must be a positive number"):
-            c2x.measure(models, **(KW | {"paper_alpha": bad}))
+            c2x.measure(tiny_pair, **(KW | {"paper_alpha": bad}))
 
 
 def test_the_figures_draw_from_the_result(result):

@@ -9,16 +9,13 @@ synthetic inputs.
 
 from __future__ import annotations
 
-import math
-import re
-
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from pages import names_recorded_on_page, rule_names, same_value, shown_glue_names
 
 from dlmspec_min.experiments import c3_win_condition as c3
-from dlmspec_min.experiments.common import Models
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing import claims
 from dlmspec_min.ssld import drafting, win_condition
@@ -47,11 +44,10 @@ def small_corpus(tokenizer, seq_len):
 
 
 @pytest.fixture(scope="module")
-def models(tiny_models):
-    (target, tok), (draft, _) = tiny_models["target"], tiny_models["draft"]
+def models(tiny_pair):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(drafting, "_training_rows", small_corpus)
-        yield Models(target, draft, tok)
+        yield tiny_pair
 
 
 def run(models, **kw):
@@ -67,15 +63,10 @@ def result(models):
 def page_names() -> set[str]:
     """Every value name the page's prose shows, records or glues, and the names
     its verdict rules and registry entry read."""
-    text = NOTEBOOK.read_text()
-    names = set(re.findall(r"\{glue:text\}`(c3_\w+)", text))
-    names |= set(re.findall(r"""(?:record|glue)\(\s*["'](c3_\w+)""", text))
+    names = shown_glue_names(NOTEBOOK, prefix="c3_")
+    names |= names_recorded_on_page(NOTEBOOK, prefix="c3_")
     entry = claims.load_registry()["claims"]["C3"]
-    names |= set(entry["keys"])
-    for block in (entry, entry["secondary"]):
-        for rule in block["rule"].values():
-            names |= set(re.findall(r"c3_\w+", rule))
-    return names
+    return names | set(entry["keys"]) | rule_names(entry, prefix="c3_")
 
 
 def test_measure_returns_every_value_the_page_records(result):
@@ -155,8 +146,7 @@ def test_same_seed_same_values_and_no_paper_bar_without_its_figure(models, resul
     same = {k: v for k, v in result.values.items() if k not in WALL | paper}
     assert list(again.values) == [k for k in result.values if k not in paper]
     for k, v in same.items():
-        assert again.values[k] == v or (isinstance(v, float) and math.isnan(v)
-                                        and math.isnan(again.values[k])), k
+        assert same_value(again.values[k], v), k
 
 
 def test_measure_refuses_more_timed_samples_than_samples(models):

@@ -1,14 +1,13 @@
 """C4's measurement (dlmspec_min.experiments.c4_cluster_verification) on tiny models."""
 
 import math
-import re
 
 import numpy as np
 import pytest
 import torch
+from pages import names_recorded_on_page, same_value, shown_glue_names
 
 from dlmspec_min.experiments import c4_cluster_verification as c4m
-from dlmspec_min.experiments.common import Models
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import load_registry, verdict
 from dlmspec_min.ssld import semantic
@@ -18,28 +17,14 @@ TINY = dict(n_samples=3, gen_length=8, block_length=4, threshold=0.9, temperatur
             K=8, K_sweep=[4], n_permutations=30, n_bootstrap=30, seed=0)
 
 
-def page_glue_names(path):
-    """Glue names the page's prose shows, less those its code records itself."""
-    text = path.read_text()
-    shown = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", text))
-    own = set(re.findall(r"(?:record|glue)\(\s*\"([a-z0-9_]+)\"", text))
-    return shown - own
-
-
 @pytest.fixture(scope="module")
-def tiny(tiny_models):
-    (target, tok), (draft, _) = tiny_models["target"], tiny_models["draft"]
-    return Models(target, draft, tok)
-
-
-@pytest.fixture(scope="module")
-def result(tiny):
+def result(tiny_pair):
     torch.manual_seed(0)
-    return c4m.measure(tiny, **TINY)
+    return c4m.measure(tiny_pair, **TINY)
 
 
 def test_every_value_the_page_and_its_rule_read_is_measured(result):
-    names = page_glue_names(NOTEBOOK)
+    names = shown_glue_names(NOTEBOOK) - names_recorded_on_page(NOTEBOOK)
     assert names, "no glue name parsed from the notebook"
     assert names <= set(result.values), names - set(result.values)
     claim = load_registry()["claims"]["C4"]
@@ -101,12 +86,12 @@ def test_tables_agree_with_the_values(result):
         assert perm.null_mean == acc.loc[name, "alpha_clu random (mean)"]
 
 
-def test_the_same_seed_gives_the_same_values(tiny, result):
-    again = c4m.measure(tiny, **TINY)
+def test_the_same_seed_gives_the_same_values(tiny_pair, result):
+    again = c4m.measure(tiny_pair, **TINY)
     assert list(again.values) == list(result.values)
     for key, x in result.values.items():
         y = again.values[key]
-        assert (x == y) or (math.isnan(x) and math.isnan(y)), key
+        assert same_value(x, y), key
 
 
 def test_unit_row_on_synthetic_pairs(result):

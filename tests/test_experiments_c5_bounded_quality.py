@@ -1,13 +1,11 @@
 """C5's measurement (dlmspec_min.experiments.c5_bounded_quality) on tiny models."""
 
-import re
-
 import numpy as np
 import pytest
 import torch
+from pages import names_recorded_on_page, shown_glue_names
 
 from dlmspec_min.experiments import c5_bounded_quality as c5m
-from dlmspec_min.experiments.common import Models
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import load_registry, verdict
 
@@ -17,27 +15,13 @@ TINY = dict(n_samples=3, gen_length=8, block_length=4, threshold=0.9, thresholds
 TIMINGS = {"c5_speedup_wall"}  # wall-clock: differs between two runs
 
 
-def page_glue_names(path):
-    """Glue names the page's prose shows, less those its code records itself."""
-    text = path.read_text()
-    shown = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", text))
-    own = set(re.findall(r"(?:record|glue)\(\s*\"([a-z0-9_]+)\"", text))
-    return shown - own
-
-
 @pytest.fixture(scope="module")
-def tiny(tiny_models):
-    (target, tok), (draft, _) = tiny_models["target"], tiny_models["draft"]
-    return Models(target, draft, tok)
-
-
-@pytest.fixture(scope="module")
-def result(tiny):
-    return c5m.measure(tiny, **TINY)
+def result(tiny_pair):
+    return c5m.measure(tiny_pair, **TINY)
 
 
 def test_every_value_the_page_and_its_rule_read_is_measured(result):
-    names = page_glue_names(NOTEBOOK)
+    names = shown_glue_names(NOTEBOOK) - names_recorded_on_page(NOTEBOOK)
     assert names, "no glue name parsed from the notebook"
     assert names <= set(result.values), names - set(result.values)
     assert set(load_registry()["claims"]["C5"]["keys"]) <= set(result.values)
@@ -87,8 +71,8 @@ def test_speed_and_quality_recomputed_from_the_runs(result):
     assert examples.shape == (TINY["n_samples"], 4)
 
 
-def test_the_same_seed_gives_the_same_values(tiny, result):
-    again = c5m.measure(tiny, **TINY)
+def test_the_same_seed_gives_the_same_values(tiny_pair, result):
+    again = c5m.measure(tiny_pair, **TINY)
     assert list(again.values) == list(result.values)
     for key, x in result.values.items():
         if key not in TIMINGS:

@@ -4,17 +4,16 @@
 from __future__ import annotations
 
 import math
-import re
 from types import SimpleNamespace
 
 import matplotlib
 import pandas as pd
 import pytest
 import torch
+from pages import names_recorded_on_page, shown_glue_names
 
 from dlmspec_min.experiments import c6_conditional as c6x
 from dlmspec_min.experiments.c6_conditional import PRO, UNC
-from dlmspec_min.experiments.common import Models
 from dlmspec_min.measures.tagger import CONTENT, FUNCTION, Lexicon
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import check_values, evaluate, load_registry
@@ -34,35 +33,22 @@ INTERVALS = [("auc", "auc_lo", "auc_hi"), ("alpha_sid", "alpha_lo", "alpha_hi"),
 
 
 @pytest.fixture(scope="module")
-def models(tiny_models):
-    (target, tok), (draft, _) = tiny_models["target"], tiny_models["draft"]
-    return Models(target, draft, tok)
-
-
-@pytest.fixture(scope="module")
-def lexicon(models):
+def lexicon(tiny_pair):
     # every word piece is content or function (alternating by id): random text has both
     return Lexicon(exact={}, lower={
         p.lower(): (CONTENT if i % 2 else FUNCTION)
-        for p, i in models.tokenizer.get_vocab().items() if not p.startswith("##")})
+        for p, i in tiny_pair.tokenizer.get_vocab().items() if not p.startswith("##")})
 
 
 @pytest.fixture(scope="module")
-def result(models, lexicon):
-    return c6x.measure(models, lexicon=lexicon, **SIZES)
-
-
-def _notebook_names():
-    """The names the page's prose reads, and those its own cells record."""
-    src = NOTEBOOK.read_text()
-    prose = set(re.findall(r"\{glue:(?:text|figure)\}`([a-z0-9_]+)", src))
-    prose |= set(re.findall(r"```\{glue:figure\} ([a-z0-9_]+)", src))
-    recorded = set(re.findall(r"""(?:record|glue)\(\s*"([a-z0-9_]+)\"""", src))
-    return prose, recorded
+def result(tiny_pair, lexicon):
+    return c6x.measure(tiny_pair, lexicon=lexicon, **SIZES)
 
 
 def test_values_hold_every_name_the_page_reads_and_the_rule_needs(result):
-    prose, recorded = _notebook_names()
+    # the names the page's prose shows (its figures too), and those its cells record
+    prose = shown_glue_names(NOTEBOOK, figures=True)
+    recorded = names_recorded_on_page(NOTEBOOK)
     assert "c6_alpha_sid" in prose and "c6_verdict" in recorded  # the parse works
     values = result.values
     # the page records the verdicts itself, and nothing twice
@@ -93,9 +79,10 @@ def test_intervals_are_ordered_and_rates_are_probabilities(result):
     assert v["c6_uncond_prompt_length"] == 1
 
 
-def test_same_seed_same_values_whatever_the_global_torch_seed(models, lexicon, result):
+def test_same_seed_same_values_whatever_the_global_torch_seed(
+        tiny_pair, lexicon, result):
     torch.manual_seed(12345)  # the page seeds torch before loading; measure needs none
-    again = c6x.measure(models, lexicon=lexicon, **SIZES)
+    again = c6x.measure(tiny_pair, lexicon=lexicon, **SIZES)
     assert again.values == result.values
     assert again.tables["side_by_side"].equals(result.tables["side_by_side"])
 

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from pages import rule_names, same_value, shown_glue_names
 
-from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.experiments import c7_strong_model as c7m
 from dlmspec_min.measures import tagger
 from dlmspec_min.plumbing.claims import load_registry, plain
@@ -38,21 +38,12 @@ def result(tiny_models):
     return c7m.measure(tiny_roles(tiny_models), **TINY)
 
 
-def glue_names_of_page() -> set[str]:
-    text = NOTEBOOK.read_text()
-    names = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", text))
-    rule = load_registry()["claims"]["C7"]
-    for block in (rule["rule"], rule["secondary"]["rule"]):
-        for expr in block.values():
-            names |= set(re.findall(r"\bc7_[a-z0-9_]+", expr))
-    return names
-
-
 # --- the whole measurement on the tiny models -----------------------------------------
 
 
 def test_every_value_the_page_and_the_rule_read_is_measured(result):
-    wanted = glue_names_of_page() - PAGE_OWN
+    claim = load_registry()["claims"]["C7"]
+    wanted = (shown_glue_names(NOTEBOOK) | rule_names(claim, prefix="c7_")) - PAGE_OWN
     assert len(wanted) > 40
     missing = wanted - set(result.values)
     assert not missing, f"not measured: {sorted(missing)}"
@@ -106,7 +97,7 @@ def test_same_seed_gives_the_same_values(tiny_models, result):
     assert list(same) == list(other)
     for k in same:
         a, b = same[k], other[k]
-        assert a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)), k
+        assert same_value(a, b), k
 
 
 def test_counts_agree_with_the_arrays(result):
@@ -270,12 +261,7 @@ def test_each_model_is_loaded_once():
     assert m.tokenizer("base") is not None
 
 
-def test_a_model_without_a_tokenizer_is_refused(tmp_path):
-    torch.manual_seed(0)
-    cfg = DLMConfig(vocab_size=64, hidden_size=8, intermediate_size=16,
-                    num_hidden_layers=1, num_attention_heads=2,
-                    max_position_embeddings=16)
-    DLMForMaskedDiffusion(cfg).save_pretrained(tmp_path / "m")
+def test_a_model_without_a_tokenizer_is_refused(model_without_tokenizer):
     with pytest.raises(ValueError, match="no tokenizer saved next to it"):
-        c7m.load_roles("dlmspec/small", str(tmp_path / "m"), "dlmspec/small",
+        c7m.load_roles("dlmspec/small", model_without_tokenizer, "dlmspec/small",
                        "dlmspec/small")

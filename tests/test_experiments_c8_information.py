@@ -2,14 +2,13 @@
 on the tiny random-weight models and on synthetic anchor tables."""
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
 import pytest
+from pages import names_recorded_on_page, rule_names, same_value, shown_glue_names
 
 from dlmspec_min.experiments import c8_information as c8
-from dlmspec_min.experiments.common import Models
 from dlmspec_min.measures.tagger import CONTENT, FUNCTION, Lexicon
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import check_values, load_registry
@@ -24,13 +23,12 @@ SIZES = dict(n_samples=3, prompt_length=4, n_side=3, gen_length=8, block_length=
 
 
 @pytest.fixture(scope="module")
-def tiny(tiny_models):
-    target, tok = tiny_models["target"]
+def tiny(tiny_pair):
     # every word piece is content or function (alternating by id): random text has both
     lower = {piece.lower(): (CONTENT if i % 2 else FUNCTION)
-             for piece, i in tok.get_vocab().items() if not piece.startswith("##")}
-    models = Models(target, tiny_models["draft"][0], tok)
-    return models, Lexicon(exact={}, lower=lower)
+             for piece, i in tiny_pair.tokenizer.get_vocab().items()
+             if not piece.startswith("##")}
+    return tiny_pair, Lexicon(exact={}, lower=lower)
 
 
 @pytest.fixture(scope="module")
@@ -39,30 +37,18 @@ def result(tiny):
     return c8.measure(models, lexicon=lexicon, **SIZES)
 
 
-def _same(a, b):
-    return a == b or (isinstance(a, float) and isinstance(b, float)
-                      and math.isnan(a) and math.isnan(b))
-
-
-def _names_the_page_records_itself():
-    """The glue names the notebook's own cells record (verdict, model, timings)."""
-    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)```", NOTEBOOK.read_text(), re.S)
-    code = "\n".join(cells)
-    return set(re.findall(r'record\("(c8_\w+)"', code))
-
-
 # --- the tiny-model measurement --------------------------------------------------
 
 
 def test_every_value_the_page_and_the_rule_read_is_measured(result):
-    text = NOTEBOOK.read_text()
-    prose = set(re.findall(r"\{glue:text\}`(c8_\w+)", text))
+    prose = shown_glue_names(NOTEBOOK, prefix="c8_")
     claim = load_registry()["claims"]["C8"]
-    rule_names = set(re.findall(r"c8_\w+", " ".join(claim["rule"].values())))
-    own = _names_the_page_records_itself() | {"c8_cond1_note", "c8_cond2_note"}
+    # what the page's cells record itself (verdict, model, timings), figures aside
+    own = {n for n in names_recorded_on_page(NOTEBOOK, prefix="c8_")
+           if not n.startswith("c8_fig_")} | {"c8_cond1_note", "c8_cond2_note"}
     assert own == {"c8_verdict", "c8_model", "c8_runtime_seconds", "c8_cpu_seconds",
                    "c8_cond1_note", "c8_cond2_note"}
-    needed = (prose | set(claim["keys"]) | rule_names) - own
+    needed = (prose | set(claim["keys"]) | rule_names(claim, prefix="c8_")) - own
     assert needed <= set(result.values), sorted(needed - set(result.values))
     assert not own & set(result.values)
     # the condition notes the page records after its verdict are worded here
@@ -120,7 +106,7 @@ def test_same_seed_same_values(tiny, result):
     models, lexicon = tiny
     again = c8.measure(models, lexicon=lexicon, **SIZES)
     assert list(again.values) == list(result.values)
-    diff = [k for k in result.values if not _same(again.values[k], result.values[k])]
+    diff = [k for k, v in result.values.items() if not same_value(again.values[k], v)]
     assert diff == []
 
 

@@ -2,10 +2,10 @@
 and a slice of the corpus."""
 
 import math
-import re
 
 import pytest
 import torch
+from pages import names_recorded_on_page, shown_glue_names
 
 from dlmspec_min.experiments import models as page
 from dlmspec_min.paths import REPO_ROOT
@@ -16,14 +16,6 @@ NOTEBOOK = REPO_ROOT / "notebooks" / "00_models.md"
 TINY = dict(seed=0, n_samples=2, gen_length=8, block_length=4, threshold=0.9,
             n_texts=3, n_heldout=16)
 N_SENTENCES = 200  # of each Brown split
-
-
-def page_glue_names(path):
-    """Glue names the page's prose shows, less those its code records itself."""
-    text = path.read_text()
-    shown = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", text))
-    own = set(re.findall(r"(?:record|glue)\(\s*\"([a-z0-9_]+)\"", text))
-    return shown - own
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +37,7 @@ def result(sizes, splits):
 
 
 def test_every_value_the_page_and_its_gates_read_is_measured(result):
-    names = page_glue_names(NOTEBOOK)
+    names = shown_glue_names(NOTEBOOK) - names_recorded_on_page(NOTEBOOK)
     assert names, "no glue name parsed from the notebook"
     assert names <= set(result.values), names - set(result.values)
     for rule in load_registry()["checks"]["models"]["rules"].values():

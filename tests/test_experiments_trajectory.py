@@ -2,16 +2,14 @@
 (dlmspec_min.experiments.trajectory), on the tiny random-weight models with a
 tiny random causal judge, and on synthetic inputs."""
 
-import ast
-import math
 import re
 
 import numpy as np
 import pytest
 import torch
+from pages import expression_names, same_value, shown_glue_names
 
 from dlmspec_min.experiments import trajectory as tr
-from dlmspec_min.experiments.common import Models
 from dlmspec_min.measures.judge import Judge
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import evaluate, load_registry
@@ -24,28 +22,13 @@ SIZES = dict(gen_length=12, block_length=4, threshold=0.9, spec_budget=3, spec_l
 N_PROMPTS, PROMPT_LENGTH = 4, 4
 
 
-def glued_names(text: str) -> set[str]:
-    return set(re.findall(r"\{glue:text\}`([a-z0-9_]+)", text))
-
-
-def same(a, b) -> bool:
-    return (a == b) or (isinstance(a, float) and isinstance(b, float)
-                        and math.isnan(a) and math.isnan(b))
-
-
 @pytest.fixture(scope="module")
-def models(tiny_models):
-    den, tok = tiny_models["target"]
-    return Models(den, den, tok)
-
-
-@pytest.fixture(scope="module")
-def judge(models):
+def judge(tiny_pair):
     """A random two-layer GPT-2 over the project tokenizer: scores, never sense."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    tok = models.tokenizer
+    tok = tiny_pair.tokenizer
     cfg = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=2,
                      n_head=2)
     return Judge(name="tiny", model=GPT2LMHeadModel(cfg), tokenizer=tok,
@@ -59,16 +42,14 @@ def prompt():
 
 
 @pytest.fixture(scope="module")
-def result(models, prompt, judge):
-    return tr.measure(models, prompt, judge, **SIZES)
+def result(tiny_pair, prompt, judge):
+    return tr.measure(tiny_pair, prompt, judge, **SIZES)
 
 
 def test_every_value_the_page_and_the_checks_read_is_measured(result):
     checks = load_registry()["checks"]["trajectory"]
     rules = [*checks["rules"].values(), *checks["targets"].values()]
-    wanted = glued_names(NOTEBOOK.read_text()) - PAGE_ONLY
-    wanted |= {n.id for r in rules for n in ast.walk(ast.parse(r, mode="eval"))
-               if isinstance(n, ast.Name)}
+    wanted = (shown_glue_names(NOTEBOOK) - PAGE_ONLY) | expression_names(rules)
     assert len(wanted) > 40
     assert not wanted - set(result.values), sorted(wanted - set(result.values))
     assert not PAGE_ONLY & set(result.values)
@@ -150,11 +131,11 @@ def test_tables_follow_the_values(result):
     assert len(tr.draw_frontier(result).axes) == 1
 
 
-def test_the_same_inputs_give_the_same_values(models, prompt, judge, result):
-    again = tr.measure(models, prompt, judge, **SIZES)
+def test_the_same_inputs_give_the_same_values(tiny_pair, prompt, judge, result):
+    again = tr.measure(tiny_pair, prompt, judge, **SIZES)
     assert list(again.values) == list(result.values)
     differ = [k for k, v in result.values.items()
-              if not TIMING.search(k) and not same(again.values[k], v)]
+              if not TIMING.search(k) and not same_value(again.values[k], v)]
     assert not differ
 
 
@@ -169,6 +150,6 @@ def test_without_a_kv_cache_there_is_no_stale_lookahead():
     assert cached[tr.STALE][0].lookahead == "stale"
 
 
-def test_the_batch_invariance_check_needs_four_prompts(models, prompt):
+def test_the_batch_invariance_check_needs_four_prompts(tiny_pair, prompt):
     with pytest.raises(ValueError, match="n_samples >= 4"):
-        tr.batch_gap(models.target, prompt[:3], 8, 4)
+        tr.batch_gap(tiny_pair.target, prompt[:3], 8, 4)
