@@ -114,3 +114,26 @@ def tiny_models(tmp_path_factory):
             shutil.copy(f, root / name)
         out[name] = load_denoiser(str(root / name))
     return out
+
+
+@pytest.fixture(scope="module")
+def tiny_pair(tiny_models):
+    """``tiny_models`` as the ``Models`` a claim's measurement takes: the tiny
+    target, the tinier draft and the (shared) project tokenizer."""
+    from dlmspec_min.experiments.common import Models
+
+    (target, tokenizer), (draft, _) = tiny_models["target"], tiny_models["draft"]
+    return Models(target, draft, tokenizer)
+
+
+@pytest.fixture
+def model_without_tokenizer(tmp_path):
+    """The path of a tiny random model saved with no tokenizer next to it."""
+    from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+
+    torch.manual_seed(0)
+    cfg = DLMConfig(vocab_size=64, hidden_size=8, intermediate_size=16,
+                    num_hidden_layers=1, num_attention_heads=2,
+                    max_position_embeddings=16)
+    DLMForMaskedDiffusion(cfg).save_pretrained(tmp_path / "m")
+    return str(tmp_path / "m")

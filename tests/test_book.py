@@ -140,6 +140,42 @@ def test_notebook_validates_its_parameters_and_glues_no_typed_paper_figure(path)
                 )
 
 
+VISIBLE_CODE_LINES = 150  # a page reads like a paper section, not a script
+HIDDEN_FROM_PAGE = {"remove-cell", "remove-input"}  # hide-input cells still show
+
+
+def visible_code_lines(path: Path) -> int:
+    """Non-blank code lines a reader of the rendered page can see (or unfold)."""
+    nb = jupytext.read(path)
+    return sum(
+        sum(1 for line in c.source.splitlines() if line.strip())
+        for c in nb.cells
+        if c.cell_type == "code"
+        and not HIDDEN_FROM_PAGE & set(c.metadata.get("tags", []))
+    )
+
+
+def test_visible_code_lines_are_counted_as_the_page_shows_them(tmp_path):
+    nb = tmp_path / "nb.md"
+    header = NOTEBOOKS[0].read_text().split("\n---\n", 1)[0] + "\n---\n\n"
+    nb.write_text(
+        header +
+        "```{code-cell} ipython3\n:tags: [remove-cell]\nx = 1\ny = 2\n```\n\n"
+        "```{code-cell} ipython3\n:tags: [hide-input]\nimport os\n\nz = 3\n```\n\n"
+        "```{code-cell} ipython3\nprint(z)\n```\n"
+    )
+    assert visible_code_lines(nb) == 3  # the removed cell and the blank line do not
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_page_shows_at_most_its_budget_of_code(path):
+    n = visible_code_lines(path)
+    assert n <= VISIBLE_CODE_LINES, (
+        f"{path.name} shows {n} code lines (budget {VISIBLE_CODE_LINES}): move the "
+        "measurement into dlmspec_min/experiments/"
+    )
+
+
 def test_registry_is_complete_and_rules_use_registered_keys():
     reg = claims.load_registry()
     assert list(reg["claims"]) == [f"C{i}" for i in range(1, 9)]

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 
-from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.experiments.common import Measurement, load_models
 from dlmspec_min.plumbing.claims import record_all
 
@@ -23,14 +22,10 @@ def test_a_different_draft_is_loaded_separately():
     assert n_draft < n_target
 
 
-def test_a_model_without_a_tokenizer_is_refused_before_anything_runs(tmp_path):
-    torch.manual_seed(0)
-    cfg = DLMConfig(vocab_size=64, hidden_size=8, intermediate_size=16,
-                    num_hidden_layers=1, num_attention_heads=2,
-                    max_position_embeddings=16)
-    DLMForMaskedDiffusion(cfg).save_pretrained(tmp_path / "m")
+def test_a_model_without_a_tokenizer_is_refused_before_anything_runs(
+        model_without_tokenizer):
     with pytest.raises(ValueError, match="no tokenizer saved next to it"):
-        load_models(str(tmp_path / "m"))
+        load_models(model_without_tokenizer)
 
 
 def test_measurement_reads_its_values_by_glue_name():

@@ -1,0 +1,225 @@
+"""C5 (notebook 05): speed inside a quality bound.
+
+Every decoder generates the same unconditional samples (``[BOS]`` prompt), sample
+``i`` with the same seeded stream: LLaDA's one-token-per-forward baseline,
+Fast-dLLM's threshold accelerator at each threshold, exact SSLD (SPEC.md §3: the
+small model's cluster-marginal draft at the baseline's content anchors, one
+verify pass, the accelerator infills) and relaxed SSLD (the draft's token
+accepted iff it shares the target argmax's cluster), also with every position an
+anchor. Speed: NFE (draft forwards in target-forward equivalents ``c``),
+token-forwards and one timed run after a warm-up. Quality: an independent
+judge's top-1 agreement (its drop below the baseline, paired bootstrap over
+samples), perplexity and repetition. A speedup counts inside the bound only if
+the agreement is at most ``quality_bound`` below the baseline's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..decoding.config import DecodeConfig
+from ..decoding.decode import generate
+from ..measures import judge as judges
+from ..measures import quality, stats, tagger
+from ..measures.order import row_generators, unconditional_prompt
+from ..ssld import accelerators, drafting, inputs, semantic
+from .common import Measurement, Models
+
+BASELINE = "baseline"
+EXACT = "exact SSLD"
+RELAXED = "relaxed SSLD"
+EVERY = "relaxed SSLD, every position an anchor"
+N_WARMUP = 2  # samples of the untimed warm-up decode
+N_SHOWN = 3  # samples shown per decoder
+
+
+def accelerator_name(t: float) -> str:
+    return f"accelerator (threshold {t})"
+
+
+@dataclass
+class BoundedQuality(Measurement):
+    """C5's measurement; ``rule_values`` is what C5's verdict rule reads."""
+
+    rule_values: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Decoders:
+    """The baseline's config and the accelerator's at any threshold."""
+
+    gen_length: int
+    block_length: int
+    temperature: float
+
+    @property
+    def baseline(self) -> DecodeConfig:
+        """LLaDA's schedule: one token per forward, low-confidence remasking."""
+        return DecodeConfig(gen_length=self.gen_length, block_length=self.block_length,
+                            steps=self.gen_length, rule="schedule",
+                            temperature=self.temperature)
+
+    def accelerator(self, t: float) -> DecodeConfig:
+        """Fast-dLLM's confidence threshold ``t``."""
+        return DecodeConfig(gen_length=self.gen_length, block_length=self.block_length,
+                            rule="threshold", threshold=t, temperature=self.temperature)
+
+
+def _timed(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` and its wall-clock seconds."""
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0
+
+
+def decode_all(models: Models, drafter, sid, prompt, decoders: Decoders, *,
+               threshold: float, thresholds, c: float, seed: int, lexicon, device):
+    """Run every decoder once, timed, each sample on the same seeded stream.
+
+    Returns ``runs`` (name -> (generated (B, G), NFE (B,), token-forwards (B,),
+    seconds)), the accepted share of the anchors per SSLD variant, and the word
+    and piece-level anchors of the baseline's decode, (B, G) each.
+    """
+    target, tok = models.target, models.tokenizer
+    n, P = prompt.shape[0], prompt.shape[1]
+
+    def gens():
+        return row_generators(seed, n, device)
+
+    runs = {}
+    base, sec = _timed(generate, target, prompt, decoders.baseline, gens())
+    runs[BASELINE] = (base.generated, base.nfe.double(), base.token_forwards.double(),
+                      sec)
+    anchors = inputs.anchor_mask(tok, base.tokens, lexicon)[:, P:]  # oracle word
+    anchors_piece = inputs.anchor_mask(tok, base.tokens, lexicon, unit="piece")[:, P:]
+    for t in sorted(set(thresholds) | {threshold}, reverse=True):
+        r, sec = _timed(generate, target, prompt, decoders.accelerator(t), gens())
+        runs[accelerator_name(t)] = (r.generated, r.nfe.double(),
+                                     r.token_forwards.double(), sec)
+    every = torch.ones_like(anchors)
+    ssld = {EXACT: ("exact", anchors), RELAXED: ("relaxed", anchors),
+            EVERY: ("relaxed", every)}
+    accepted = {}
+    for name, (mode, anc) in ssld.items():
+        r, sec = _timed(accelerators.draft_then_ssld, target, drafter, prompt, anc,
+                        sid, decoders.accelerator(threshold), gens(), c, mode=mode)
+        runs[name] = (r.generated, r.nfe, r.token_forwards, sec)
+        accepted[name] = int(r.n_accepted.sum()) / max(int(anc.sum()), 1)
+    return runs, accepted, anchors, anchors_piece
+
+
+def judge_table(jm, tokenizer, runs, specials, *, quality_bound: float,
+                n_bootstrap: int, seed: int) -> pd.DataFrame:
+    """Speed and quality per decoder against the baseline (the first run).
+
+    Speedups in NFE (ratio bootstrap over samples), token-forwards and wall-clock;
+    the judge's agreement, its drop below the baseline's (paired bootstrap),
+    perplexity, repeated unigrams and bigrams, and whether the drop is inside
+    ``quality_bound``.
+    """
+    base_gen, b_nfe, b_tf, b_sec = runs[BASELINE]
+    base_scores, rows = None, []
+    for name, (gen, nfe, tf, sec) in runs.items():
+        table = jm.score(quality.texts_of(tokenizer, gen))
+        base_scores = table if base_scores is None else base_scores
+        s = judges.summarize(table)
+        sp, sp_lo, sp_hi = stats.ratio_bootstrap(b_nfe.numpy(), nfe.numpy(),
+                                                 n_bootstrap, seed)
+        drop, d_lo, d_hi = quality.agreement_drop(
+            base_scores["top1_agreement"], base_scores["n_tokens"],
+            table["top1_agreement"], table["n_tokens"], n_bootstrap, seed)
+        rows.append({"decoder": name, "NFE": nfe.mean().item(), "speedup (NFE)": sp,
+                     "speedup low": sp_lo, "speedup high": sp_hi,
+                     "speedup (token-forwards)": b_tf.sum().item() / tf.sum().item(),
+                     "wall s": sec, "speedup (wall)": b_sec / sec,
+                     "judge agreement": s["agreement"], "agreement drop": drop,
+                     "drop low": d_lo, "drop high": d_hi,
+                     "judge perplexity": s["perplexity"],
+                     "repeated unigrams": np.nanmean(
+                         quality.repetition(gen, 1, specials)),
+                     "repeated bigrams": np.nanmean(
+                         quality.repetition(gen, 2, specials)),
+                     "inside bound": quality.within_bound(drop, quality_bound)})
+    return pd.DataFrame(rows).set_index("decoder")
+
+
+def rule_values(res: pd.DataFrame, quality_bound: float) -> dict[str, float]:
+    """The keys C5's rule reads (relaxed SSLD against the baseline)."""
+    rx, bs = res.loc[RELAXED], res.loc[BASELINE]
+    return {k: float(x) for k, x in {
+        "c5_speedup": rx["speedup (NFE)"], "c5_agree_base": bs["judge agreement"],
+        "c5_agree_relaxed": rx["judge agreement"], "c5_agree_drop_lo": rx["drop low"],
+        "c5_agree_drop_hi": rx["drop high"], "c5_quality_bound": quality_bound}.items()}
+
+
+def measure(models: Models, *, judge: str = judges.SMOLLM2, n_samples: int = 12,
+            gen_length: int = 48, block_length: int = 16, threshold: float = 0.9,
+            thresholds=(0.9, 0.5), temperature: float = 1.0, K: int = 256,
+            quality_bound: float = 0.05, n_bootstrap: int = 2000, seed: int = 0,
+            device: str = "cpu") -> BoundedQuality:
+    """Everything C5's page measures, in the page's order (``values``: the ``c5_*``
+    glue names except the verdict and the run time, which the page records)."""
+    target, tok = models.target, models.tokenizer
+    jm = judges.load_judge(judge, device=device)
+    lexicon = tagger.default_lexicon()
+    prompt = unconditional_prompt(tok, n_samples, device=device)
+    L = prompt.shape[1] + gen_length
+    sid = semantic.semantic_ids_for(target, K, seed=seed, tokenizer=tok)
+    drafter = drafting.SmallMarginalDraft(models.draft, sid)
+    c = drafting.relative_cost(drafter(prompt[:1], gen_length), target, L)
+    decoders = Decoders(gen_length, block_length, temperature)
+    n_warm = min(N_WARMUP, n_samples)
+    generate(target, prompt[:n_warm], decoders.baseline,
+             row_generators(seed, n_warm, device))  # warm-up, untimed
+
+    runs, accepted, anchors, piece = decode_all(
+        models, drafter, sid, prompt, decoders, threshold=threshold,
+        thresholds=thresholds, c=c, seed=seed, lexicon=lexicon, device=device)
+    v = {"c5_continuation_share_of_anchors":
+         float((piece & ~anchors).sum() / piece.sum()),
+         "c5_c": c, "c5_relaxed_acceptance": accepted[RELAXED],
+         "c5_exact_acceptance": accepted[EXACT]}
+
+    specials = sid.special.nonzero().flatten().tolist()
+    res = judge_table(jm, tok, runs, specials, quality_bound=quality_bound,
+                      n_bootstrap=n_bootstrap, seed=seed)
+    rx, bs, every = res.loc[RELAXED], res.loc[BASELINE], res.loc[EVERY]
+    acc = res.loc[accelerator_name(threshold)]
+    v.update({
+        "c5_speedup": rx["speedup (NFE)"], "c5_speedup_lo": rx["speedup low"],
+        "c5_speedup_hi": rx["speedup high"],
+        "c5_speedup_vs_acc": acc["NFE"] / rx["NFE"],
+        "c5_speedup_tf": rx["speedup (token-forwards)"],
+        "c5_speedup_wall": rx["speedup (wall)"],
+        "c5_agree_base": bs["judge agreement"],
+        "c5_agree_relaxed": rx["judge agreement"],
+        "c5_agree_acc": acc["judge agreement"],
+        "c5_agree_exact": res.loc[EXACT, "judge agreement"],
+        "c5_agree_every": every["judge agreement"],
+        "c5_speedup_every": every["speedup (NFE)"],
+        "c5_agree_drop": rx["agreement drop"],
+        "c5_agree_drop_lo": rx["drop low"], "c5_agree_drop_hi": rx["drop high"],
+        "c5_ppl_base": bs["judge perplexity"],
+        "c5_ppl_relaxed": rx["judge perplexity"],
+        "c5_rep_base": bs["repeated unigrams"],
+        "c5_rep_relaxed": rx["repeated unigrams"],
+        "c5_quality_bound": quality_bound,
+        "c5_relaxed_within_bound": int(rx["inside bound"]),
+    })
+    inside = res[res["inside bound"]]
+    v["c5_best_speedup_in_bound"] = float(inside["speedup (NFE)"].max())
+    v["c5_best_in_bound"] = str(inside["speedup (NFE)"].idxmax())
+
+    shown = [BASELINE, accelerator_name(threshold), RELAXED, EVERY]
+    examples = pd.DataFrame({name: quality.texts_of(tok, runs[name][0][:N_SHOWN])
+                             for name in shown})
+    examples.index.name = "sample"
+    return BoundedQuality(values=v, tables={"decoders": res, "examples": examples},
+                          arrays={"runs": runs, "accepted": accepted,
+                                  "anchors": anchors, "anchors_piece": piece},
+                          rule_values=rule_values(res, quality_bound))

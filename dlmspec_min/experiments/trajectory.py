@@ -1,0 +1,315 @@
+"""Trajectory speculation beside vanilla decoding and Fast-dLLM (notebook 09).
+
+The measurement of ``notebooks/09_trajectory_speculation.md`` (SPEC.md section
+4; the decoder is ``decoding/speculate.py``): the batch-invariance check that
+makes exactness a theorem, five greedy decoders on the same prompts (NFE,
+tokens per NFE with bootstrap intervals, token-forwards, timings, judge
+quality, drift from the base policy), the paired speedups, the acceptance
+lengths, the threshold sweep and the decoding loop's overhead. ``measure``
+returns every value the page glues, under its glue name, in the page's order.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..decoding.config import DecodeConfig
+from ..decoding.decode import generate
+from ..decoding.speculate import batch_invariance_gap, drift
+from ..measures import bench, stats
+from ..measures import judge as judges
+from .common import Measurement, Models
+
+VANILLA, THRESHOLD = "vanilla (1 token/step)", "Fast-dLLM threshold"
+DUAL, TRAJ = "Fast-dLLM + dual cache", "trajectory speculation (exact)"
+STALE = "trajectory + stale lookahead"
+KEYS = {VANILLA: "vanilla", THRESHOLD: "threshold", DUAL: "dual", TRAJ: "traj",
+        STALE: "stale"}  # decoder -> the suffix of its glue names
+EXACT_ACCELERATORS = [THRESHOLD, DUAL, TRAJ]  # the ones C3 may take
+INVARIANCE_ROWS = 4  # prompts in the batch-invariance check
+
+
+def batch_gap(target, prompt: torch.Tensor, gen_length: int,
+              block_length: int) -> float:
+    """Largest |batched - one by one| logit difference (``batch_invariance_gap``)
+    on the first four prompts, three of them with tokens inside the first block
+    so that the rows differ where a verify call computes them."""
+    if prompt.shape[0] < INVARIANCE_ROWS:
+        raise ValueError(f"the batch-invariance check needs n_samples >= "
+                         f"{INVARIANCE_ROWS} prompts, got {prompt.shape[0]}")
+    P, k = prompt.shape[1], INVARIANCE_ROWS
+    states = torch.cat([prompt[:k], torch.full((k, gen_length), target.mask_id,
+                                               device=prompt.device)], 1)
+    states[1:, P:P + block_length // 2] = prompt[1:k, -1:]  # rows differ in the block
+    return batch_invariance_gap(target, states, P, P + block_length)
+
+
+def decoders(supports_cache: bool, *, gen_length: int, block_length: int,
+             threshold: float, spec_budget: int, spec_low: float) -> dict:
+    """Decoder name -> (config, the base policy whose output it must reproduce).
+
+    Without a KV cache (the hub's LLaDA / Dream code, SPEC.md section 2.4) the
+    "dual cache" rows decode without one, speculation verifies full forwards,
+    and the stale lookahead (a lookahead against a stale cache) is left out.
+    """
+    common = dict(gen_length=gen_length, block_length=block_length)
+    fast = DecodeConfig(**common, rule="threshold", threshold=threshold)
+    dual = dataclasses.replace(fast, cache="dual" if supports_cache else "none")
+    traj = dataclasses.replace(dual, speculate="trajectory", spec_budget=spec_budget,
+                               spec_low=spec_low, lookahead="exact")
+    out = {VANILLA: (DecodeConfig(**common, steps=gen_length), None),
+           THRESHOLD: (fast, None), DUAL: (dual, THRESHOLD), TRAJ: (traj, DUAL)}
+    if supports_cache:
+        out[STALE] = (dataclasses.replace(traj, lookahead="stale"), DUAL)
+    return out
+
+
+def decode_all(target, prompt, configs: dict):
+    """One untimed warm-up decode (dual cache, first prompt), then every decoder
+    timed (``bench.timed_generate``): (results, timings), by decoder name."""
+    generate(target, prompt[:1], configs[DUAL][0])  # warm-up, untimed
+    runs, timing = {}, {}
+    for name, (cfg, _) in configs.items():
+        runs[name], timing[name] = bench.timed_generate(target, prompt, cfg)
+    return runs, timing
+
+
+def decoder_table(runs, timing, scores, configs, gen_length: int, *, n_bootstrap: int,
+                  seed: int) -> pd.DataFrame:
+    """One row per decoder: NFE, tokens per NFE (bootstrap over prompts),
+    token-forwards, seconds, drift from its base policy, judge agreement
+    (token-weighted, bootstrap over prompts) and perplexity."""
+    rows = []
+    for name, (_, base) in configs.items():
+        r, sc = runs[name], scores[name]
+        G = np.full(len(r.generated), gen_length)
+        tpn = stats.ratio_bootstrap(G, r.nfe.numpy(), n_bootstrap, seed)
+        agree = stats.ratio_bootstrap((sc.top1_agreement * sc.n_tokens).to_numpy(),
+                                      sc.n_tokens.to_numpy(), n_bootstrap, seed)
+        row = dict(decoder=name, nfe=r.nfe.double().mean().item(),
+                   tokens_per_nfe=tpn[0], tpn_low=tpn[1], tpn_high=tpn[2],
+                   token_forwards=r.token_forwards.double().mean().item(),
+                   wall_s=timing[name]["wall_s"], cpu_s=timing[name]["cpu_s"],
+                   base_policy=base or "itself", exact_match=np.nan, hamming=np.nan,
+                   judge_agreement=agree[0],
+                   judge_ppl=judges.summarize(sc)["perplexity"])
+        if base is not None:
+            d = drift(r.generated, runs[base].generated)
+            row.update(exact_match=d["exact"].mean(), hamming=d["hamming"].mean())
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("decoder")
+
+
+def decoder_values(table: pd.DataFrame, runs, block_length: int) -> dict:
+    """Per decoder its glued figures (nan for a decoder that did not run), the
+    drift of the exact and stale modes and of the dual cache, and the strongest
+    exact accelerator."""
+    out = {}
+    for name, key in KEYS.items():
+        t = table.loc[name] if name in table.index else pd.Series(np.nan, table.columns)
+        out.update({f"t_tokens_per_nfe_{key}": t.tokens_per_nfe,
+                    f"t_tokens_per_nfe_{key}_lo": t.tpn_low,
+                    f"t_tokens_per_nfe_{key}_hi": t.tpn_high,
+                    f"t_token_forwards_{key}": t.token_forwards,
+                    f"t_wall_{key}": t.wall_s,
+                    f"t_agree_{key}": t.judge_agreement, f"t_ppl_{key}": t.judge_ppl})
+    exact = drift(runs[TRAJ].generated, runs[DUAL].generated)
+    stale = (drift(runs[STALE].generated, runs[DUAL].generated) if STALE in runs
+             else {"exact": np.array([np.nan]), "hamming": np.array([np.nan])})
+    out.update(t_exact_match=exact["exact"].mean(), t_hamming=exact["hamming"].mean(),
+               t_exact_match_stale=stale["exact"].mean(),
+               t_hamming_stale=stale["hamming"].mean(),
+               t_exact_match_dual=drift(runs[DUAL].generated,
+                                        runs[THRESHOLD].generated)["exact"].mean(),
+               t_block_length=block_length)
+    best = table.loc[EXACT_ACCELERATORS, "tokens_per_nfe"].idxmax()
+    out.update(t_best_tokens_per_nfe=table.loc[best, "tokens_per_nfe"],
+               t_best_accelerator=best)
+    return out
+
+
+def speedups(runs, *, n_bootstrap: int, seed: int) -> dict:
+    """Tokens per NFE of exact speculation over Fast-dLLM threshold, the dual-cache
+    base policy and vanilla decoding: paired ratio bootstraps over prompts."""
+    out = {}
+    for key, base in [("threshold", THRESHOLD), ("dual", DUAL), ("vanilla", VANILLA)]:
+        est, lo, hi = stats.ratio_bootstrap(runs[base].nfe.numpy(),
+                                            runs[TRAJ].nfe.numpy(), n_bootstrap, seed)
+        out.update({f"t_speedup_vs_{key}": est, f"t_speedup_vs_{key}_lo": lo,
+                    f"t_speedup_vs_{key}_hi": hi})
+    return out
+
+
+def acceptance(runs) -> tuple[list[int], np.ndarray]:
+    """Base-policy steps advanced by each verify call of exact speculation, and the
+    sizes of the dual-cache base policy's steps (tokens committed, > 0)."""
+    steps = [s for row in runs[TRAJ].spec.steps_per_verify for s in row]
+    f_steps = runs[DUAL].committed_per_step
+    return steps, f_steps[f_steps > 0].numpy()
+
+
+def threshold_sweep(target, prompt, judge, tokenizer, runs, configs, *, thresholds,
+                    threshold: float, n_sweep: int, gen_length: int):
+    """For each threshold, the dual-cache base policy and its exact speculation on
+    the first ``n_sweep`` prompts (the main runs reused at ``threshold``): one row
+    per (threshold, decoder) with tokens per NFE and the base policy's judge
+    scores, and the exact-match rate of speculation at each threshold."""
+    dual, traj = configs[DUAL][0], configs[TRAJ][0]
+    rows, exact = [], []
+    sub = prompt[:n_sweep]
+    for thr in thresholds:
+        if thr == threshold:  # rows decode independently: reuse the main runs
+            b, s = runs[DUAL], runs[TRAJ]
+            b_gen, s_gen, b_nfe, s_nfe = b.generated[:n_sweep], s.generated[:n_sweep], \
+                b.nfe[:n_sweep], s.nfe[:n_sweep]
+        else:
+            b = generate(target, sub, dataclasses.replace(dual, threshold=thr))
+            s = generate(target, sub, dataclasses.replace(traj, threshold=thr))
+            b_gen, s_gen, b_nfe, s_nfe = b.generated, s.generated, b.nfe, s.nfe
+        exact.append(drift(s_gen, b_gen)["exact"].mean())
+        texts = [tokenizer.decode(r.tolist()) for r in b_gen]
+        sc = judges.summarize(judge.score(texts))
+        n_tok = n_sweep * gen_length
+        for name, n in [(DUAL, b_nfe), ("trajectory speculation", s_nfe)]:
+            rows.append(dict(threshold=thr, decoder=name,
+                             tokens_per_nfe=n_tok / float(n.sum()),
+                             judge_agreement=sc["agreement"],
+                             judge_ppl=sc["perplexity"]))
+    return pd.DataFrame(rows), exact
+
+
+def sweep_wide(sweep: pd.DataFrame) -> pd.DataFrame:
+    """One row per threshold: both decoders' tokens per NFE, their ratio, and the
+    (shared) judge agreement and perplexity."""
+    wide = sweep.pivot(index="threshold", columns="decoder", values="tokens_per_nfe")
+    wide["speedup"] = wide["trajectory speculation"] / wide[DUAL]
+    wide["judge agreement"] = sweep.groupby("threshold")["judge_agreement"].first()
+    wide["judge perplexity"] = sweep.groupby("threshold")["judge_ppl"].first()
+    return wide
+
+
+def paper_table(m: Measurement, paper: dict) -> pd.DataFrame:
+    """The papers' tokens per step (``paper``: the figures of ``book/claims.yml``'s
+    trajectory checks) beside this build's tokens per NFE."""
+    tpn = m.tables["decoders"]["tokens_per_nfe"]
+    return pd.DataFrame({
+        "paper (tokens/step)": [paper["fast_dllm_tokens_per_step"],
+                                paper["traj_tokens_per_step_before"],
+                                paper["traj_tokens_per_step_after"],
+                                paper["traj_tokens_per_step_after"]
+                                / paper["traj_tokens_per_step_before"]],
+        "this build (tokens/NFE)": [tpn[THRESHOLD], tpn[DUAL], tpn[TRAJ],
+                                    tpn[TRAJ] / tpn[DUAL]],
+    }, index=["Fast-dLLM threshold (Fast-dLLM paper, no cache)",
+              "trajectory paper's Fast-dLLM baseline", "trajectory speculation",
+              "ratio speculation / its baseline"])
+
+
+def measure(models: Models, prompt: torch.Tensor, judge, *, gen_length: int = 48,
+            block_length: int = 16, threshold: float = 0.9, spec_budget: int = 15,
+            spec_low: float = 0.1, thresholds=(0.3, 0.5, 0.7, 0.9, 1.0),
+            n_sweep: int = 4, n_repeats: int = 3, n_bootstrap: int = 2000,
+            seed: int = 0) -> Measurement:
+    """The whole measurement of notebook 09 on ``prompt`` (n, P) with ``judge``
+    (a ``measures.judge.Judge``); the other arguments are the page's parameters.
+
+    ``values``: every glued value but the checks and the page's run time, in the
+    page's order. ``tables``: decoders (one row per decoder), speedups (over
+    threshold, dual, vanilla, with intervals), sweep (one row per threshold).
+    ``arrays``: results and timing (by decoder), steps_per_verify,
+    base_step_sizes, sweep (the long sweep table), sweep_exact.
+    """
+    target, tok = models.target, models.tokenizer
+    values = {"t_batch_gap": batch_gap(target, prompt, gen_length, block_length)}
+    configs = decoders(target.supports_cache, gen_length=gen_length,
+                       block_length=block_length, threshold=threshold,
+                       spec_budget=spec_budget, spec_low=spec_low)
+    runs, timing = decode_all(target, prompt, configs)
+    scores = {name: judge.score([tok.decode(r.tolist()) for r in res.generated])
+              for name, res in runs.items()}
+    table = decoder_table(runs, timing, scores, configs, gen_length,
+                          n_bootstrap=n_bootstrap, seed=seed)
+    values.update(decoder_values(table, runs, block_length))
+    values.update(speedups(runs, n_bootstrap=n_bootstrap, seed=seed))
+    steps, sizes = acceptance(runs)
+    values.update(t_threshold=threshold, t_mean_steps_per_verify=float(np.mean(steps)),
+                  t_share_single_step=float(np.mean(np.array(steps) == 1)),
+                  t_base_tokens_per_step=float(sizes.mean()), t_n_sweep=n_sweep)
+    sweep, sweep_exact = threshold_sweep(
+        target, prompt, judge, tok, runs, configs, thresholds=thresholds,
+        threshold=threshold, n_sweep=n_sweep, gen_length=gen_length)
+    wide = sweep_wide(sweep)
+    values.update(t_exact_match_sweep=float(min(sweep_exact)),
+                  t_sweep_min_speedup=wide["speedup"].min(),
+                  t_sweep_max_speedup=wide["speedup"].max(),
+                  t_sweep_base_tpn_min=wide[DUAL].min(),
+                  t_sweep_base_tpn_max=wide[DUAL].max(),
+                  t_sweep_traj_tpn_max=wide["trajectory speculation"].max(),
+                  t_sweep_lowest_threshold=min(thresholds))
+    values.update(
+        t_token_forwards_ratio=table.loc[TRAJ, "token_forwards"]
+        / table.loc[DUAL, "token_forwards"],
+        t_wall_ratio=table.loc[TRAJ, "wall_s"] / table.loc[DUAL, "wall_s"],
+        t_threads=torch.get_num_threads())
+    over = bench.loop_overhead(target, prompt[:1], configs[TRAJ][0], repeats=n_repeats,
+                               warmup=False)
+    values.update(t_n_repeats=n_repeats, t_overhead_ratio=timing[TRAJ]["cpu_ratio"],
+                  t_overhead_ratio_wall=timing[TRAJ]["ratio"],
+                  t_overhead_ratio_replayed=over["cpu_ratio"],
+                  t_overhead_ratio_dual=timing[DUAL]["cpu_ratio"])
+    speedup = pd.DataFrame(
+        {k: [values[f"t_speedup_vs_{k}{s}"] for s in ("", "_lo", "_hi")]
+         for k in ("threshold", "dual", "vanilla")},
+        index=["speedup in tokens/NFE", "95 % low", "95 % high"]).T.rename_axis("over")
+    arrays = dict(results=runs, timing=timing, steps_per_verify=steps,
+                  base_step_sizes=sizes, sweep=sweep, sweep_exact=sweep_exact)
+    return Measurement(values, {"decoders": table, "speedups": speedup, "sweep": wide},
+                       arrays)
+
+
+def draw_acceptance(m: Measurement):
+    """Shares of verify calls by the base-policy steps they advance (left) and of
+    the base policy's steps by the tokens they commit (right)."""
+    import matplotlib.pyplot as plt
+
+    steps, sizes = m.arrays["steps_per_verify"], m.arrays["base_step_sizes"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.2))
+    counts = collections.Counter(steps)
+    axes[0].bar(list(counts), [counts[k] / len(steps) for k in counts])
+    axes[0].set(xlabel="base-policy steps per verify call",
+                ylabel="share of verify calls", title="Acceptance length (exact mode)")
+    sizes_count = collections.Counter(sizes.tolist())
+    axes[1].bar(list(sizes_count), [sizes_count[k] / len(sizes) for k in sizes_count],
+                color="C1")
+    axes[1].set(xlabel="tokens committed by one step of F", ylabel="share of steps",
+                title="The base policy's step sizes")
+    plt.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def draw_frontier(m: Measurement):
+    """Judge agreement against tokens per NFE over the threshold sweep, with
+    vanilla decoding (all prompts) as a point."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for name, d in m.arrays["sweep"].groupby("decoder"):
+        ax.plot(d.tokens_per_nfe, d.judge_agreement, marker="o", label=name)
+        for r in d.itertuples():
+            ax.annotate(f"{r.threshold:g}", (r.tokens_per_nfe, r.judge_agreement),
+                        fontsize=7, xytext=(3, 3), textcoords="offset points")
+    v = m.tables["decoders"].loc[VANILLA]
+    ax.scatter([v.tokens_per_nfe], [v.judge_agreement], color="k", marker="s",
+               label="vanilla (all prompts)")
+    ax.set(xlabel="tokens per NFE (speed)", ylabel="judge top-1 agreement (quality)",
+           title="Speed/quality frontier over the threshold (labels)")
+    ax.legend(fontsize=8)
+    plt.tight_layout()
+    plt.close(fig)
+    return fig

@@ -1,0 +1,98 @@
+"""C5's measurement (dlmspec_min.experiments.c5_bounded_quality) on tiny models."""
+
+import numpy as np
+import pytest
+import torch
+from pages import names_recorded_on_page, shown_glue_names
+
+from dlmspec_min.experiments import c5_bounded_quality as c5m
+from dlmspec_min.paths import REPO_ROOT
+from dlmspec_min.plumbing.claims import load_registry, verdict
+
+NOTEBOOK = REPO_ROOT / "notebooks" / "05_bounded_quality.md"
+TINY = dict(n_samples=3, gen_length=8, block_length=4, threshold=0.9, thresholds=[0.5],
+            temperature=1.0, K=8, quality_bound=0.05, n_bootstrap=30, seed=0)
+TIMINGS = {"c5_speedup_wall"}  # wall-clock: differs between two runs
+
+
+@pytest.fixture(scope="module")
+def result(tiny_pair):
+    return c5m.measure(tiny_pair, **TINY)
+
+
+def test_every_value_the_page_and_its_rule_read_is_measured(result):
+    names = shown_glue_names(NOTEBOOK) - names_recorded_on_page(NOTEBOOK)
+    assert names, "no glue name parsed from the notebook"
+    assert names <= set(result.values), names - set(result.values)
+    assert set(load_registry()["claims"]["C5"]["keys"]) <= set(result.values)
+    assert set(result.rule_values) <= set(result.values)
+    for key, x in result.rule_values.items():
+        assert x == float(result.values[key])
+    verdict("C5", result.rule_values)
+
+
+def test_values_lie_in_their_registered_ranges_and_intervals_are_ordered(result):
+    v = result.values
+    for key, spec in load_registry()["claims"]["C5"]["keys"].items():
+        lo, hi = spec["range"]
+        assert lo <= v[key] <= hi, (key, v[key])
+    assert v["c5_speedup_lo"] <= v["c5_speedup"] <= v["c5_speedup_hi"]
+    assert v["c5_agree_drop_lo"] <= v["c5_agree_drop"] <= v["c5_agree_drop_hi"]
+    for key in ["c5_relaxed_acceptance", "c5_exact_acceptance",
+                "c5_continuation_share_of_anchors"]:
+        assert 0 <= v[key] <= 1, key
+    assert v["c5_c"] > 0
+
+
+def test_speed_and_quality_recomputed_from_the_runs(result):
+    runs, res, v = result.arrays["runs"], result.tables["decoders"], result.values
+    assert list(res.index) == list(runs)
+    assert list(runs)[:3] == [c5m.BASELINE, c5m.accelerator_name(0.9),
+                              c5m.accelerator_name(0.5)]
+    b_tf, r_tf = runs[c5m.BASELINE][2], runs[c5m.RELAXED][2]
+    assert v["c5_speedup_tf"] == pytest.approx(b_tf.sum().item() / r_tf.sum().item())
+    acc_nfe = runs[c5m.accelerator_name(0.9)][1].mean().item()
+    assert v["c5_speedup_vs_acc"] == pytest.approx(acc_nfe / runs[c5m.RELAXED][1]
+                                                   .mean().item())
+    base = res.loc[c5m.BASELINE]  # the baseline against itself
+    assert base["speedup (NFE)"] == pytest.approx(1.0)
+    assert base["agreement drop"] == 0.0 and bool(base["inside bound"])
+    drop = res["agreement drop"]
+    assert list(res["inside bound"]) == list(drop <= TINY["quality_bound"])
+    inside = res[res["inside bound"]]
+    assert v["c5_best_speedup_in_bound"] == inside["speedup (NFE)"].max()
+    best = v["c5_best_speedup_in_bound"]
+    assert res.loc[v["c5_best_in_bound"], "speedup (NFE)"] == best
+    bound = TINY["quality_bound"]
+    assert v["c5_relaxed_within_bound"] == int(v["c5_agree_drop"] <= bound)
+    for gen, *_ in runs.values():
+        assert gen.shape == (TINY["n_samples"], TINY["gen_length"])
+    examples = result.tables["examples"]
+    assert examples.shape == (TINY["n_samples"], 4)
+
+
+def test_the_same_seed_gives_the_same_values(tiny_pair, result):
+    again = c5m.measure(tiny_pair, **TINY)
+    assert list(again.values) == list(result.values)
+    for key, x in result.values.items():
+        if key not in TIMINGS:
+            assert again.values[key] == x, key
+    for name, (gen, *_) in result.arrays["runs"].items():
+        assert torch.equal(again.arrays["runs"][name][0], gen), name
+
+
+def test_decoder_configs():
+    d = c5m.Decoders(gen_length=8, block_length=4, temperature=0.5)
+    assert d.baseline.steps == 8 and d.baseline.rule == "schedule"
+    acc = d.accelerator(0.7)
+    assert acc.rule == "threshold" and acc.threshold == 0.7
+    assert acc.temperature == d.baseline.temperature == 0.5
+
+
+def test_rule_values_read_relaxed_against_baseline(result):
+    res = result.tables["decoders"]
+    values = c5m.rule_values(res, 0.25)
+    assert values["c5_quality_bound"] == 0.25
+    assert values["c5_agree_relaxed"] == float(res.loc[c5m.RELAXED, "judge agreement"])
+    assert all(isinstance(x, float) for x in values.values())
+    assert np.isfinite(list(values.values())).all()

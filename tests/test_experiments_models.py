@@ -1,0 +1,150 @@
+"""The models page's measurement (dlmspec_min.experiments.models) on tiny models
+and a slice of the corpus."""
+
+import math
+
+import pytest
+import torch
+from pages import names_recorded_on_page, shown_glue_names
+
+from dlmspec_min.experiments import models as page
+from dlmspec_min.paths import REPO_ROOT
+from dlmspec_min.plumbing.claims import evaluate, load_registry
+from dlmspec_min.training import corpus, train
+
+NOTEBOOK = REPO_ROOT / "notebooks" / "00_models.md"
+TINY = dict(seed=0, n_samples=2, gen_length=8, block_length=4, threshold=0.9,
+            n_texts=3, n_heldout=16)
+N_SENTENCES = 200  # of each Brown split
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return (corpus.brown_dataset("train").select(range(N_SENTENCES)),
+            corpus.brown_dataset("test").select(range(N_SENTENCES)))
+
+
+@pytest.fixture(scope="module")
+def sizes(tiny_models):
+    (target, tok), (draft, _) = tiny_models["target"], tiny_models["draft"]
+    return {"small": draft, "base": target, "large": target}, tok
+
+
+@pytest.fixture(scope="module")
+def result(sizes, splits):
+    models, tok = sizes
+    return page.measure(models, tok, train_ds=splits[0], test_ds=splits[1], **TINY)
+
+
+def test_every_value_the_page_and_its_gates_read_is_measured(result):
+    names = shown_glue_names(NOTEBOOK) - names_recorded_on_page(NOTEBOOK)
+    assert names, "no glue name parsed from the notebook"
+    assert names <= set(result.values), names - set(result.values)
+    for rule in load_registry()["checks"]["models"]["rules"].values():
+        assert isinstance(evaluate(rule, result.values), bool)  # every name is there
+    for size in [page.UNIGRAM, *page.SIZES]:
+        for ratio in train.EVAL_RATIOS:
+            assert page.accuracy_key(size, ratio) in result.values
+
+
+def test_counts_agree_with_the_corpus_and_the_tables(result, splits):
+    v, (train_ds, test_ds) = result.values, splits
+    assert v["m_words_train"] == sum(len(ws) for ws in train_ds["words"])
+    assert v["m_words_test"] == sum(len(ws) for ws in test_ds["words"])
+    assert result.tables["corpus"]["words"].to_numpy().sum() == (
+        v["m_words_train"] + v["m_words_test"])
+    assert v["m_tagger_words"] == v["m_words_test"]  # every held-out word is tagged
+    assert result.tables["tagger_confusion"].to_numpy().sum() == v["m_tagger_words"]
+    assert v["m_n_heldout"] == TINY["n_heldout"]
+    assert v["m_block_length"] == TINY["block_length"]
+    assert v["m_tokens_per_word"] >= 1  # every word is at least one token
+
+
+def test_rates_are_rates_and_intervals_are_ordered(result):
+    v, acc = result.values, result.tables["accuracy"]
+    assert ((acc.low <= acc.accuracy) & (acc.accuracy <= acc.high)).all()
+    assert ((acc.accuracy >= 0) & (acc.accuracy <= 1)).all()
+    assert v["m_unigram_acc15"] > 0  # else the ratio below is undefined
+    ratio = v["m_base_acc15"] / v["m_unigram_acc15"]
+    assert v["m_base_vs_unigram"] == pytest.approx(ratio)
+    for key in ["m_tagger_agreement", "m_tagger_agreement_all", "m_cache_exact_full",
+                "m_cache_dual_tokens_small_block", "m_judge_agreement_real",
+                "m_judge_agreement_shuffled"]:
+        assert 0 <= v[key] <= 1, key
+    assert v["m_judge_ppl_real"] > 1 and v["m_judge_ppl_shuffled"] > 1
+    assert v["m_threshold_tokens_per_nfe"] >= 1
+
+
+def test_nothing_stale_means_the_dual_cache_is_exact(result):
+    # a property of the code path, whatever the weights
+    assert result.values["m_cache_exact_full"] == 1.0
+    cache = result.tables["cache"]
+    assert set(cache.block_length) == {TINY["gen_length"], TINY["block_length"]}
+    assert (cache.compute_saved > 0).all()
+
+
+def test_unigram_accuracy_recomputed_by_hand(sizes, splits):
+    models, tok = sizes
+    held = train.held_out_windows(tok, n=TINY["n_heldout"])
+    top = page.most_frequent_token(tok, splits[0])
+    acc = page.masked_accuracy({"base": models["base"]}, held, top, seed=0)
+    for ratio in train.EVAL_RATIOS:
+        mask = train.mask_exact(held, ratio, torch.Generator().manual_seed(0))
+        by_hand = ((held == top) & mask).sum().item() / mask.sum().item()
+        row = acc[(acc.model == page.UNIGRAM) & (acc.masked == ratio)]
+        assert row.accuracy.item() == pytest.approx(by_hand)
+    again = page.masked_accuracy({"base": models["base"]}, held, top, seed=0)
+    assert again.equals(acc)  # the same seed, the same table
+
+
+def test_samples_table_shows_both_decoders(result):
+    samples = result.tables["samples"]
+    assert list(samples.index) == ["vanilla", "threshold"]
+    vanilla = result.arrays["runs"]["vanilla"]
+    assert samples.loc["vanilla", "forwards per sample"] == TINY["gen_length"]
+    assert vanilla.generated.shape == (TINY["n_samples"], TINY["gen_length"])
+
+
+class RecordingJudge:
+    """A stand-in judge that keeps the texts it scores (NLL 1, agreement 0.5)."""
+
+    def __init__(self):
+        self.seen = []
+
+    def score(self, texts):
+        import pandas as pd
+
+        self.seen.append(list(texts))
+        n = [len(t.split()) for t in texts]
+        return pd.DataFrame({"nll": [1.0] * len(n), "top1_agreement": [0.5] * len(n),
+                             "n_tokens": n})
+
+
+def test_judge_separation_scores_real_then_shuffled_seeded_texts(splits):
+    test_ds = splits[1]
+    a, b, c = RecordingJudge(), RecordingJudge(), RecordingJudge()
+    out = page.judge_separation(a, test_ds, 3, seed=1)
+    page.judge_separation(b, test_ds, 3, seed=1)
+    page.judge_separation(c, test_ds, 3, seed=2)
+    assert a.seen == b.seen != c.seen  # the seed decides the texts
+    real, shuffled = a.seen
+    lo, hi = page.JUDGE_WORDS
+    for r, s in zip(real, shuffled, strict=True):  # the same words, in another order
+        assert sorted(r.split()) == sorted(s.split()) and lo <= len(r.split()) <= hi
+    assert out["m_judge_ppl_real"] == pytest.approx(math.e)
+    assert out["m_judge_agreement_shuffled"] == 0.5
+    with pytest.raises(ValueError, match="ask for fewer"):
+        page.judge_separation(RecordingJudge(), test_ds, 10_000, seed=1)
+
+
+def test_measure_needs_a_base_model(sizes, splits):
+    models, tok = sizes
+    with pytest.raises(ValueError, match="'base' entry"):
+        page.measure({"small": models["small"]}, tok, train_ds=splits[0],
+                     test_ds=splits[1], **TINY)
+
+
+def test_a_ratio_over_zero_is_infinite_or_undefined():
+    assert page.times(3.0, 1.5) == 2.0
+    assert page.times(0.2, 0.0) == float("inf")
+    assert math.isnan(page.times(0.0, 0.0))

@@ -1,0 +1,155 @@
+"""Trajectory speculation's measurement as a library function
+(dlmspec_min.experiments.trajectory), on the tiny random-weight models with a
+tiny random causal judge, and on synthetic inputs."""
+
+import re
+
+import numpy as np
+import pytest
+import torch
+from pages import expression_names, same_value, shown_glue_names
+
+from dlmspec_min.experiments import trajectory as tr
+from dlmspec_min.measures.judge import Judge
+from dlmspec_min.paths import REPO_ROOT
+from dlmspec_min.plumbing.claims import evaluate, load_registry
+
+NOTEBOOK = REPO_ROOT / "notebooks" / "09_trajectory_speculation.md"
+PAGE_ONLY = {"t_checks_passed", "t_checks_total", "t_runtime_s", "t_cpu_s"}
+TIMING = re.compile(r"wall|overhead|_s$")  # vary from run to run
+SIZES = dict(gen_length=12, block_length=4, threshold=0.9, spec_budget=3, spec_low=0.1,
+             thresholds=[0.5, 0.9], n_sweep=2, n_repeats=1, n_bootstrap=30, seed=0)
+N_PROMPTS, PROMPT_LENGTH = 4, 4
+
+
+@pytest.fixture(scope="module")
+def judge(tiny_pair):
+    """A random two-layer GPT-2 over the project tokenizer: scores, never sense."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    tok = tiny_pair.tokenizer
+    cfg = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=16, n_layer=2,
+                     n_head=2)
+    return Judge(name="tiny", model=GPT2LMHeadModel(cfg), tokenizer=tok,
+                 load_seconds=0.0, load_source="test")
+
+
+@pytest.fixture(scope="module")
+def prompt():
+    g = torch.Generator().manual_seed(0)
+    return torch.randint(5, 8000, (N_PROMPTS, PROMPT_LENGTH), generator=g)
+
+
+@pytest.fixture(scope="module")
+def result(tiny_pair, prompt, judge):
+    return tr.measure(tiny_pair, prompt, judge, **SIZES)
+
+
+def test_every_value_the_page_and_the_checks_read_is_measured(result):
+    checks = load_registry()["checks"]["trajectory"]
+    rules = [*checks["rules"].values(), *checks["targets"].values()]
+    wanted = (shown_glue_names(NOTEBOOK) - PAGE_ONLY) | expression_names(rules)
+    assert len(wanted) > 40
+    assert not wanted - set(result.values), sorted(wanted - set(result.values))
+    assert not PAGE_ONLY & set(result.values)
+    for rule in rules:  # the page's checks evaluate on these values
+        assert evaluate(rule, result.values) in (True, False)
+
+
+def test_exact_speculation_reproduces_its_base_policy(result):
+    v = result.values
+    assert v["t_batch_gap"] == 0.0  # the premise of exactness, on this CPU
+    assert v["t_exact_match"] == 1 and v["t_hamming"] == 0
+    assert v["t_exact_match_sweep"] == 1
+    runs = result.arrays["results"]
+    assert torch.equal(runs[tr.TRAJ].generated, runs[tr.DUAL].generated)
+    assert 0 <= v["t_exact_match_stale"] <= 1 and 0 <= v["t_hamming_stale"] <= 1
+
+
+def test_tokens_per_nfe_and_intervals(result):
+    v, G = result.values, SIZES["gen_length"]
+    assert v["t_tokens_per_nfe_vanilla"] == v["t_tokens_per_nfe_vanilla_lo"] == 1
+    for key in tr.KEYS.values():
+        assert 1 <= v[f"t_tokens_per_nfe_{key}"] <= G
+        assert (v[f"t_tokens_per_nfe_{key}_lo"] <= v[f"t_tokens_per_nfe_{key}"]
+                <= v[f"t_tokens_per_nfe_{key}_hi"]), key
+        assert 0 <= v[f"t_agree_{key}"] <= 1 and v[f"t_ppl_{key}"] > 1
+    for key in ["threshold", "dual", "vanilla"]:
+        assert (v[f"t_speedup_vs_{key}_lo"] <= v[f"t_speedup_vs_{key}"]
+                <= v[f"t_speedup_vs_{key}_hi"])
+    runs = result.arrays["results"]
+    assert v["t_tokens_per_nfe_traj"] == pytest.approx(
+        N_PROMPTS * G / runs[tr.TRAJ].nfe.sum().item())
+    # a paired ratio of sums: tokens per NFE of speculation over the threshold decode's
+    assert v["t_speedup_vs_threshold"] == pytest.approx(
+        v["t_tokens_per_nfe_traj"] / v["t_tokens_per_nfe_threshold"])
+    exact = [v[f"t_tokens_per_nfe_{k}"] for k in ["threshold", "dual", "traj"]]
+    assert v["t_best_tokens_per_nfe"] == max(exact)
+    assert v["t_best_accelerator"] in tr.EXACT_ACCELERATORS
+
+
+def test_acceptance_lengths_recomputed_from_the_arrays(result):
+    v, steps = result.values, np.array(result.arrays["steps_per_verify"])
+    runs = result.arrays["results"]
+    assert len(steps) == sum(len(r) for r in runs[tr.TRAJ].spec.steps_per_verify)
+    assert steps.min() >= 1
+    assert v["t_mean_steps_per_verify"] == pytest.approx(steps.mean())
+    assert v["t_share_single_step"] == pytest.approx((steps == 1).mean())
+    sizes = result.arrays["base_step_sizes"]
+    assert sizes.sum() == N_PROMPTS * SIZES["gen_length"]  # every token committed once
+    assert v["t_base_tokens_per_step"] == pytest.approx(sizes.mean())
+
+
+def test_the_sweep_table(result):
+    v, wide, long = result.values, result.tables["sweep"], result.arrays["sweep"]
+    assert list(wide.index) == SIZES["thresholds"] and len(long) == 2 * len(wide)
+    assert np.allclose(wide["speedup"], wide["trajectory speculation"] / wide[tr.DUAL])
+    assert v["t_sweep_min_speedup"] == wide["speedup"].min()
+    assert v["t_sweep_lowest_threshold"] == 0.5 and v["t_n_sweep"] == 2
+    # at the main threshold the sweep reuses the main runs' first n_sweep prompts
+    runs = result.arrays["results"]
+    nfe = runs[tr.DUAL].nfe[:SIZES["n_sweep"]].sum().item()
+    assert wide.loc[0.9, tr.DUAL] == pytest.approx(SIZES["n_sweep"] * 12 / nfe)
+
+
+def test_tables_follow_the_values(result):
+    table, v = result.tables["decoders"], result.values
+    assert list(table.index) == list(tr.KEYS)  # the tiny model has a KV cache
+    assert table.loc[tr.TRAJ, "exact_match"] == v["t_exact_match"]
+    assert table.loc[tr.VANILLA, "base_policy"] == "itself"
+    assert v["t_token_forwards_ratio"] == pytest.approx(
+        table.loc[tr.TRAJ, "token_forwards"] / table.loc[tr.DUAL, "token_forwards"])
+    sp = result.tables["speedups"]
+    assert sp.loc["dual", "speedup in tokens/NFE"] == v["t_speedup_vs_dual"]
+    paper = {"fast_dllm_tokens_per_step": 3.25, "traj_tokens_per_step_before": 2.6,
+             "traj_tokens_per_step_after": 4.3}
+    pt = tr.paper_table(result, paper)
+    assert pt.iloc[3, 0] == pytest.approx(4.3 / 2.6)
+    assert pt.iloc[3, 1] == pytest.approx(pt.iloc[2, 1] / pt.iloc[1, 1])
+    assert len(tr.draw_acceptance(result).axes) == 2
+    assert len(tr.draw_frontier(result).axes) == 1
+
+
+def test_the_same_inputs_give_the_same_values(tiny_pair, prompt, judge, result):
+    again = tr.measure(tiny_pair, prompt, judge, **SIZES)
+    assert list(again.values) == list(result.values)
+    differ = [k for k, v in result.values.items()
+              if not TIMING.search(k) and not same_value(again.values[k], v)]
+    assert not differ
+
+
+def test_without_a_kv_cache_there_is_no_stale_lookahead():
+    cfgs = tr.decoders(False, gen_length=8, block_length=4, threshold=0.9,
+                       spec_budget=3, spec_low=0.1)
+    assert tr.STALE not in cfgs
+    assert cfgs[tr.DUAL][0].cache == "none" and cfgs[tr.TRAJ][0].cache == "none"
+    assert cfgs[tr.TRAJ][1] == tr.DUAL and cfgs[tr.DUAL][1] == tr.THRESHOLD
+    cached = tr.decoders(True, gen_length=8, block_length=4, threshold=0.9,
+                         spec_budget=3, spec_low=0.1)
+    assert cached[tr.STALE][0].lookahead == "stale"
+
+
+def test_the_batch_invariance_check_needs_four_prompts(tiny_pair, prompt):
+    with pytest.raises(ValueError, match="n_samples >= 4"):
+        tr.batch_gap(tiny_pair.target, prompt[:3], 8, 4)
