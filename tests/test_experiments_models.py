@@ -14,7 +14,7 @@ from dlmspec_min.training import corpus, train
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "00_models.md"
 TINY = dict(seed=0, n_samples=2, gen_length=8, block_length=4, threshold=0.9,
-            n_texts=3, n_heldout=16)
+            n_texts=3, n_heldout=16, regime_samples=3, temperature=1.0, n_bootstrap=50)
 N_SENTENCES = 200  # of each Brown split
 
 
@@ -148,3 +148,41 @@ def test_a_ratio_over_zero_is_infinite_or_undefined():
     assert page.times(3.0, 1.5) == 2.0
     assert page.times(0.2, 0.0) == float("inf")
     assert math.isnan(page.times(0.0, 0.0))
+
+
+def test_the_regime_table_has_the_baseline_and_every_accelerator(result, sizes):
+    table, v = result.tables["regime"], result.values
+    target = sizes[0]["base"]
+    accs = page.accelerators.accelerators(8, 4, 0.9, 1.0, target.supports_cache)
+    assert list(table.index) == [page.BASELINE, *accs]
+    base = table.loc[page.BASELINE]
+    assert base.tokens_per_forward == 1.0 == v["m_regime_baseline_tpf"]  # 1 a forward
+    for r in table.itertuples():
+        lo, hi = r.tokens_per_forward_low, r.tokens_per_forward_high
+        assert lo <= r.tokens_per_forward <= hi
+        assert 0 <= r.text_fraction <= 1
+        assert (r.text_forwards_per_sample + r.tail_forwards_per_sample
+                >= 8 / r.tokens_per_forward - 1e-9)
+        assert r.text_tokens_per_sample + r.tail_tokens_per_sample == pytest.approx(8)
+    best = table.drop(index=page.BASELINE).tokens_per_forward
+    assert v["m_regime_strongest"] == best.idxmax()
+    assert v["m_regime_strongest_tpf"] == best.max()
+
+
+def test_regime_values_read_the_table_and_name_the_strongest():
+    import pandas as pd
+
+    cols = ["tokens_per_forward", "tokens_per_forward_low", "tokens_per_forward_high",
+            "text_tokens_per_forward", "tail_tokens_per_forward", "text_fraction"]
+    table = pd.DataFrame([[1.0, 1.0, 1.0, 1.0, float("nan"), 1.0],
+                          [1.5, 1.2, 1.8, 1.1, 4.0, 0.6],
+                          [2.5, 2.0, 3.0, 1.3, 6.0, 0.5]], columns=cols,
+                         index=[page.BASELINE, "Fast-dLLM threshold",
+                                "trajectory speculation (exact)"])
+    v = page.regime_values(table)
+    assert v["m_regime_threshold_tail_tpf"] == 4.0
+    assert math.isnan(v["m_regime_baseline_tail_tpf"])
+    assert v["m_regime_strongest"] == "trajectory speculation (exact)"
+    assert v["m_regime_strongest_tpf_lo"] == 2.0
+    assert v["m_regime_strongest_tpf_hi"] == 3.0
+    assert v["m_regime_strongest_text_fraction"] == 0.5

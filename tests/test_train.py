@@ -1,10 +1,13 @@
 """Training pieces: masks, stratified ratios, windows, a reproducible step."""
 
+import json
+
+import pytest
 import torch
 
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.training import train
-from dlmspec_min.training.tokenizer import BOS_ID, MASK_ID
+from dlmspec_min.training.tokenizer import BOS_ID, EOS_ID, MASK_ID
 
 
 def test_mask_exact_masks_exactly_k_non_bos_positions():
@@ -29,6 +32,43 @@ def test_windows_start_with_bos_at_sentence_starts():
     assert w.shape == (2, 64)  # 170 + 63 overruns the document; the short one too
     assert (w[:, 0] == BOS_ID).all()
     assert w[1, 1].item() == 60
+
+
+def test_ended_windows_are_whole_sentences_then_eos_padding():
+    toks = torch.arange(10, 110)  # sentences start at 0, 20, 50 and 90; ends at 100
+    w = train.ended_windows([(toks, [0, 20, 50, 90])], seq_len=64)
+    assert (w[:, 0] == BOS_ID).all() and w.shape[1] == 64
+    texts = [row[1:][row[1:] != EOS_ID].tolist() for row in w]
+    spans = {(t[0] - 10, t[-1] - 10 + 1) for t in texts}
+    # every (start, end) pair of sentences whose span leaves room for one [EOS]
+    assert spans == {(0, 20), (0, 50), (20, 50), (50, 90), (50, 100), (90, 100)}
+    for row, t in zip(w, texts, strict=True):
+        n = len(t)
+        assert row[1 : 1 + n].tolist() == t  # the text is contiguous ...
+        assert (row[1 + n :] == EOS_ID).all() and n <= 62  # ... then only [EOS]
+
+
+def test_a_share_of_each_batch_ends_and_a_bad_share_is_refused(tmp_path, monkeypatch):
+    from dlmspec_min.training.corpus import brown_dataset
+
+    small_ds = brown_dataset("train").select(range(200))
+    monkeypatch.setattr(train, "brown_dataset", lambda split: small_ds)
+    monkeypatch.setattr(train, "held_out_windows", lambda tok: train.windows(
+        train.encode_documents(small_ds, tok))[:4])
+    monkeypatch.setitem(train.SIZES, "small", dict(
+        hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=32))
+    seen = []
+    real = train.diffusion_loss
+    monkeypatch.setattr(train, "diffusion_loss",
+                        lambda model, x, gen: seen.append(x) or real(model, x, gen))
+    opts = dict(batch_size=4, eval_every=50, bf16=False, log=lambda msg: None)
+    train.train("small", tmp_path / "m", cycles=(3,), eos_fraction=0.5, **opts)
+    assert len(seen) == 3
+    for x in seen:  # two running-text rows, then two rows that end
+        assert not (x[:2] == EOS_ID).any() and (x[2:, -1] == EOS_ID).all()
+    with pytest.raises(ValueError, match="eos_fraction must be in"):
+        train.train("small", tmp_path / "n", cycles=(1,), eos_fraction=1.5, **opts)
 
 
 def test_training_steps_are_reproducible_and_lower_the_loss():
@@ -88,3 +128,9 @@ def test_resume_gives_the_same_weights_as_one_run(tmp_path, monkeypatch):
     for k in a:
         assert torch.equal(a[k], b[k]), k
     assert a["head_bias"].dtype == train.STORAGE_DTYPE
+    # a later cycle may end its text: the record says which cycles did
+    train.train("small", part, cycles=(5, 3, 2), resume=True, eos_fraction=0.5,
+                **opts)
+    summary = json.loads((part / "training.json").read_text())
+    assert summary["eos_fraction_by_cycle"] == [0.0, 0.0, 0.5]
+    assert summary["cycles"] == [5, 3, 2]

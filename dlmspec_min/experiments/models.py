@@ -24,8 +24,10 @@ from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
 from ..decoding.denoisers import load_denoiser
 from ..measures import judge as judges
-from ..measures import stats, tagger
+from ..measures import regime, stats, tagger
+from ..measures.order import row_generators, unconditional_prompt
 from ..paths import models_dir
+from ..ssld import accelerators
 from ..training import corpus, train
 from ..training.tokenizer import BOS_ID
 from .common import Measurement
@@ -224,9 +226,56 @@ def judge_separation(jm, test_ds, n_texts: int, seed: int) -> dict[str, float]:
             "m_judge_agreement_shuffled": shuf_s["agreement"]}
 
 
+BASELINE = "baseline (one token per forward)"
+REGIME_KEYS = {BASELINE: "baseline", "Fast-dLLM threshold": "threshold",
+               "Fast-dLLM threshold + dual cache": "dual",
+               "trajectory speculation (exact)": "trajectory",
+               "trajectory speculation (exact), no cache": "trajectory"}
+
+
+def regime_runs(target, tokenizer, *, n_samples: int, gen_length: int,
+                block_length: int, threshold: float, temperature: float, seed: int,
+                device) -> dict:
+    """The claim pages' default decode (``[BOS]`` prompt, blocks, ``temperature``,
+    sample ``i`` on its own seeded stream) by LLaDA's baseline and every
+    token-space accelerator the claims measure against (``ssld.accelerators``)."""
+    prompt = unconditional_prompt(tokenizer, n_samples, device=device)
+    configs = {BASELINE: DecodeConfig(gen_length=gen_length, block_length=block_length,
+                                      steps=gen_length, temperature=temperature),
+               **accelerators.accelerators(gen_length, block_length, threshold,
+                                           temperature,
+                                           supports_cache=target.supports_cache)}
+    return {name: generate(target, prompt, cfg, row_generators(seed, n_samples, device))
+            for name, cfg in configs.items()}
+
+
+def regime_values(table: pd.DataFrame) -> dict[str, Any]:
+    """The regime table's glue values: per decode ``m_regime_<key>_*`` (tokens per
+    forward with its interval, of the text and of the tail, and the text fraction),
+    then the strongest accelerator's name and figures."""
+    v = {}
+    for name, r in table.iterrows():
+        k = f"m_regime_{REGIME_KEYS[name]}"
+        v[f"{k}_tpf"] = r.tokens_per_forward
+        v[f"{k}_tpf_lo"] = r.tokens_per_forward_low
+        v[f"{k}_tpf_hi"] = r.tokens_per_forward_high
+        v[f"{k}_text_tpf"] = r.text_tokens_per_forward
+        v[f"{k}_tail_tpf"] = r.tail_tokens_per_forward
+        v[f"{k}_text_fraction"] = r.text_fraction
+    accs = table.drop(index=BASELINE)
+    best = accs.tokens_per_forward.idxmax()
+    v["m_regime_strongest"] = best
+    v["m_regime_strongest_tpf"] = accs.loc[best, "tokens_per_forward"]
+    v["m_regime_strongest_tpf_lo"] = accs.loc[best, "tokens_per_forward_low"]
+    v["m_regime_strongest_tpf_hi"] = accs.loc[best, "tokens_per_forward_high"]
+    v["m_regime_strongest_text_fraction"] = accs.loc[best, "text_fraction"]
+    return v
+
+
 def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int = 8,
             gen_length: int = 48, block_length: int = 16, threshold: float = 0.9,
             n_texts: int = 48, n_heldout: int = 256, judge: str = judges.SMOLLM2,
+            regime_samples: int = 32, temperature: float = 1.0, n_bootstrap: int = 2000,
             device: str = "cpu", train_ds=None, test_ds=None) -> Measurement:
     """Everything the models page measures, in the page's order.
 
@@ -283,4 +332,16 @@ def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int 
     judge_load = time.perf_counter() - t0
     v.update(judge_separation(jm, test_ds, n_texts, seed))
     v["m_judge_load_seconds"] = judge_load
+
+    # the regime: how much of the window is text, and how fast each part decodes
+    runs = regime_runs(target, tokenizer, n_samples=regime_samples,
+                       gen_length=gen_length, block_length=block_length,
+                       threshold=threshold, temperature=temperature, seed=seed,
+                       device=device)
+    tables["regime"] = regime.regime_table(runs, tokenizer.eos_token_id, n_bootstrap,
+                                           seed)
+    v["m_regime_samples"] = regime_samples
+    v["m_regime_rule_threshold"] = threshold
+    v["m_regime_temperature"] = temperature
+    v.update(regime_values(tables["regime"]))
     return Measurement(v, tables, arrays)

@@ -138,6 +138,7 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "n_prompts": _positive_int,
     "n_texts": _positive_int,
     "n_heldout": _positive_int,
+    "regime_samples": _positive_int,
     "gen_length": _positive_int,
     "block_length": _positive_int,
     "prompt_length": _nonneg_int,

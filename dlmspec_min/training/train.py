@@ -30,6 +30,7 @@ from ..paths import models_dir
 from .corpus import brown_dataset
 from .tokenizer import (
     BOS_ID,
+    EOS_ID,
     MASK_ID,
     load_tokenizer,
     save_tokenizer,
@@ -77,6 +78,7 @@ TRAIN_DEFAULTS = dict(
     seed=0,
     threads=1,
     bf16=True,
+    eos_fraction=0.0,
 )
 
 
@@ -101,6 +103,31 @@ def windows(docs, seq_len: int = SEQ_LEN) -> torch.Tensor:
         for s in starts:
             if s + body <= len(toks):
                 rows.append(torch.cat([torch.tensor([BOS_ID]), toks[s : s + body]]))
+    return torch.stack(rows)
+
+
+def ended_windows(docs, seq_len: int = SEQ_LEN) -> torch.Tensor:
+    """Text that ends: every span of whole sentences of one document that fits,
+    then ``[EOS]`` padding to the window (at least one ``[EOS]``).
+
+    A row is ``[BOS]``, the sentences from one sentence start to a later sentence
+    end (or the document's end), and ``[EOS]`` up to ``seq_len``; the padding is
+    inside the loss, as in LLaDA's fine-tuning (Nie et al. 2025, Appendix B.3).
+    Every (start, end) pair that fits is one row, so short texts are as common as
+    the sentence lengths make them.
+    """
+    body = seq_len - 1
+    rows = []
+    for toks, starts in docs:
+        ends = [*starts[1:], len(toks)]
+        for i, s in enumerate(starts):
+            for e in ends[i:]:
+                if e - s > body - 1:
+                    break
+                row = torch.full((seq_len,), EOS_ID, dtype=toks.dtype)
+                row[0] = BOS_ID
+                row[1 : 1 + e - s] = toks[s:e]
+                rows.append(row)
     return torch.stack(rows)
 
 
@@ -220,9 +247,14 @@ def train(
     torch.manual_seed(hp["seed"])
     out = Path(out or models_dir() / size)
     tok = load_tokenizer()
-    data = windows(encode_documents(brown_dataset("train"), tok))
+    docs = encode_documents(brown_dataset("train"), tok)
+    data = windows(docs)
+    if not 0 <= hp["eos_fraction"] <= 1:
+        raise ValueError(f"eos_fraction must be in [0, 1], got {hp['eos_fraction']}")
+    n_ended = round(hp["eos_fraction"] * hp["batch_size"])
+    ended = ended_windows(docs) if n_ended else None
     held = held_out_windows(tok)
-    history, done, seconds = [], 0, 0.0
+    history, done, seconds, eos_by_cycle = [], 0, 0.0, []
     if resume:
         from transformers import AutoModelForMaskedLM
 
@@ -233,6 +265,10 @@ def train(
         seconds = previous["train_seconds"]
         history = [json.loads(line) for line in (out / "train_log.jsonl").open()]
         last_loss = history.pop()["loss"]  # re-measured below on the stored weights
+        eos_by_cycle = previous.get(
+            "eos_fraction_by_cycle",
+            [previous["hyperparameters"].get("eos_fraction", 0.0)] * done,
+        )[:done]
         if tuple(previous.get("cycles", cycles[:done])) != cycles[:done]:
             raise ValueError(
                 f"{out} was trained with other cycles; retrain from scratch"
@@ -245,8 +281,9 @@ def train(
             model.head_bias.copy_(torch.log((counts + 1) / (counts + 1).sum()))
     n_params = sum(p.numel() for p in model.parameters())
     log(
-        f"{size}: {n_params / 1e6:.2f}M parameters, {len(data)} windows, "
-        f"cycles {cycles}"
+        f"{size}: {n_params / 1e6:.2f}M parameters, {len(data)} windows"
+        + (f" and {len(ended)} ended ({n_ended} per batch)" if n_ended else "")
+        + f", cycles {cycles}"
     )
     t0 = time.perf_counter() - seconds
 
@@ -287,10 +324,14 @@ def train(
                 evaluate(offset + step, running)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, steps, peak, hp["warmup"])
-            idx = torch.randint(len(data), (hp["batch_size"],), generator=gen)
+            idx = torch.randint(len(data), (hp["batch_size"] - n_ended,), generator=gen)
+            batch = data[idx]
+            if n_ended:  # the batch's first rows are running text, the rest end
+                jdx = torch.randint(len(ended), (n_ended,), generator=gen)
+                batch = torch.cat([batch, ended[jdx]])
             # bf16 autocast (fp32 master weights): ~1.6x faster with AMX/AVX512-BF16
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=hp["bf16"]):
-                loss = diffusion_loss(model, data[idx], gen)
+                loss = diffusion_loss(model, batch, gen)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -307,6 +348,10 @@ def train(
         "hyperparameters": hp,
         "cycles": list(cycles),
         "cycles_done": len(cycles),
+        # a resumed run may end its text in later cycles only (pretrain, then
+        # fine-tune, as LLaDA does); each cycle's share of ended windows
+        "eos_fraction_by_cycle": eos_by_cycle
+        + [hp["eos_fraction"]] * (len(cycles) - done),
         "restart_lr_decay": RESTART_DECAY,
         "seq_len": SEQ_LEN,
         "tokens_seen": offset * hp["batch_size"] * (SEQ_LEN - 1),
