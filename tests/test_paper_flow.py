@@ -140,8 +140,9 @@ def test_runs_in_parallel_stop_at_a_failure_and_show_its_log(
     assert e.value.code == 3
     err = capsys.readouterr().err
     assert "01_easy_first.md failed" in err and "the stand-in broke" in err
-    assert started[:2] == ["00_models", "01_easy_first"]
-    assert len(started) < len(paper.notebooks())  # the rest were cancelled
+    # the failing run stops its worker before it takes the next notebook, and the
+    # other worker after its run: nothing else starts, however the threads interleave
+    assert started == ["00_models", "01_easy_first"]
 
 
 def test_runs_in_parallel_return_every_time_in_page_order(tmp_path, monkeypatch):

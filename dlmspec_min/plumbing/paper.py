@@ -129,25 +129,32 @@ def execute(out: Path, overrides: Path | None, values: dict[str, dict],
     process; with more than one, each run's output goes to OUT/logs/NN_name.log
     and a failing run's tail is printed). The first failure stops the flow once
     the runs under way have ended."""
+    import threading
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     logs = out / "logs"
     if jobs > 1:
         logs.mkdir(parents=True, exist_ok=True)
     seconds, failed = {}, []
+    stop = threading.Event()  # set by a failing run before its worker takes another
+
+    def run(nb: Path):
+        if stop.is_set():  # nothing new starts after a failure
+            return None
+        code, secs = _run_one(nb, out, overrides,
+                              logs / f"{nb.stem}.log" if jobs > 1 else None)
+        if code:
+            stop.set()
+        return code, secs
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {nb: pool.submit(_run_one, nb, out, overrides,
-                                   logs / f"{nb.stem}.log" if jobs > 1 else None)
-                   for nb in notebooks()}
-        which = {fut: nb for nb, fut in futures.items()}
-        for fut in as_completed(futures.values()):
-            if fut.cancelled():
+        futures = {pool.submit(run, nb): nb for nb in notebooks()}
+        for fut in as_completed(futures):
+            if fut.result() is None:
                 continue
-            code, seconds[which[fut].stem] = fut.result()
+            code, seconds[futures[fut].stem] = fut.result()
             if code and not failed:
-                failed.append((which[fut], code))
-                for other in futures.values():  # nothing new starts after a failure
-                    other.cancel()
+                failed.append((futures[fut], code))
     if failed:
         nb, code = failed[0]
         if jobs > 1:
