@@ -101,6 +101,14 @@ def test_values_agree_with_the_tables_and_arrays(result):
     assert v["c3_tau_acc"] == acc["tokens_per_nfe"].max()
     assert v["c3_strongest"] in acc.index
     assert v["c3_alpha_star"] == pytest.approx(1 - 1 / v["c3_tau_acc"])
+    # the regime beside the bar is the strongest accelerator's row of the table
+    row = acc.loc[v["c3_strongest"]]
+    assert v["c3_regime_text_fraction"] == pytest.approx(row["text_fraction"])
+    assert v["c3_regime_text_tpf"] == pytest.approx(row["text_tokens_per_nfe"])
+    assert same_value(v["c3_regime_tail_tpf"], float(row["tail_tokens_per_nfe"]))
+    assert v["c3_regime_text_fraction_lo"] <= v["c3_regime_text_fraction"] <= \
+        v["c3_regime_text_fraction_hi"]
+    assert f"{v['c3_regime_text_tpf']:.2f} tokens" in v["c3_regime_note"]
     best = t["acceptance"].loc[v["c3_best"]]
     assert v["c3_alpha"] == best["alpha"] == t["acceptance"]["alpha"].max()
     assert v["c3_c"] == best[c3.COST] > 0

@@ -10,7 +10,7 @@ import matplotlib
 import pandas as pd
 import pytest
 import torch
-from pages import names_recorded_on_page, shown_glue_names
+from pages import names_recorded_on_page, same_value, shown_glue_names
 
 from dlmspec_min.experiments import c6_conditional as c6x
 from dlmspec_min.experiments.c6_conditional import PRO, UNC
@@ -72,6 +72,8 @@ def test_intervals_are_ordered_and_rates_are_probabilities(result):
             assert v[prefix + lo] <= v[prefix + value] + 1e-12, prefix + value
             assert v[prefix + value] <= v[prefix + hi] + 1e-12, prefix + value
         assert v[prefix + "alpha_star"] == pytest.approx(1 - 1 / v[prefix + "tau_acc"])
+        tf = [v[prefix + "regime_text_fraction" + s] for s in ("_lo", "", "_hi")]
+        assert 0 <= tf[0] <= tf[1] <= tf[2] <= 1
         for k in ("chance", "chance_majority", "e2e_accepted_share",
                   "continuation_share_of_anchors"):
             assert 0 <= v[prefix + k] <= 1, prefix + k
@@ -83,7 +85,8 @@ def test_same_seed_same_values_whatever_the_global_torch_seed(
         tiny_pair, lexicon, result):
     torch.manual_seed(12345)  # the page seeds torch before loading; measure needs none
     again = c6x.measure(tiny_pair, lexicon=lexicon, **SIZES)
-    assert again.values == result.values
+    assert list(again.values) == list(result.values)
+    assert all(same_value(again.values[k], v) for k, v in result.values.items())
     assert again.tables["side_by_side"].equals(result.tables["side_by_side"])
 
 

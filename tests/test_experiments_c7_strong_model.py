@@ -139,6 +139,10 @@ def test_the_bar_and_the_shortfall_follow_from_tau_and_alpha(result):
     acc = result.tables["accelerators"]
     assert v["c7_tau_acc_large"] == acc["tokens_per_nfe"].max()
     assert v["c7_strongest"] in acc.index
+    row = acc.loc[v["c7_strongest"]]  # the regime beside the bar
+    assert v["c7_regime_text_fraction"] == pytest.approx(row["text_fraction"])
+    assert v["c7_regime_text_tpf"] == pytest.approx(row["text_tokens_per_nfe"])
+    assert same_value(v["c7_regime_tail_tpf"], float(row["tail_tokens_per_nfe"]))
     if v["c7_alpha_sid_large"] > 0:
         assert v["c7_shortfall_is_bound"] == 0
         assert v["c7_shortfall_large"] == pytest.approx(

@@ -72,3 +72,52 @@ def test_a_real_decode_splits_into_parts_that_add_up(tiny_models):
     assert (p.text_forward_tokens + p.tail_forward_tokens == 16).all()
     first = regime.first_eos(r.generated, tok.eos_token_id)
     assert p.text_tokens.tolist() == first.tolist()
+
+
+ENDED = ([[5, 6, EOS, EOS, EOS, EOS], [5, 6, 7, 8, 9, EOS]],
+         [[1, 2, 2, 3, 3, 4], [1, 2, 3, 4, 5, 5]], [4, 5])
+
+
+def test_the_split_beside_a_bar_is_the_tables_and_says_both_parts():
+    r = trace(*ENDED)
+    t = regime.regime_table({"d": r}, EOS, n_boot=200, seed=1).loc["d"]
+    b = regime.bar_split(r, EOS, n_boot=200, seed=1)
+    assert set(b) == {"regime_text_fraction", "regime_text_fraction_lo",
+                      "regime_text_fraction_hi", "regime_text_tpf", "regime_tail_tpf",
+                      "regime_note"}
+    assert b["regime_text_fraction"] == t.text_fraction
+    assert t.text_fraction == pytest.approx(0.5833, abs=1e-4)
+    assert (b["regime_text_fraction_lo"], b["regime_text_fraction_hi"]) == (
+        t.text_fraction_low, t.text_fraction_high)
+    assert b["regime_text_tpf"] == pytest.approx(9 / 7)
+    assert b["regime_tail_tpf"] == pytest.approx(3 / 2)
+    note = b["regime_note"]
+    assert "0.583 of the window" in note and "1.29 tokens each in the text" in note
+    assert "1.50 in the `[EOS]` tail" in note
+
+
+def test_the_split_of_text_that_never_ends_says_there_is_no_tail():
+    b = regime.bar_split(trace([[5, 6, 7, 8]], [[1, 1, 2, 2]], [2]), EOS, n_boot=50)
+    assert b["regime_text_fraction"] == 1 and np.isnan(b["regime_tail_tpf"])
+    assert b["regime_text_tpf"] == 2
+    assert "all text" in b["regime_note"]
+    assert "2.00 tokens per forward" in b["regime_note"]
+
+
+def test_the_accelerator_table_carries_the_split_of_each_decode():
+    from dlmspec_min.ssld import accelerators
+
+    ended = trace(*ENDED)
+    ended.token_forwards = torch.tensor([4, 5])
+    plain = trace([[5, 6, 7, 8]], [[1, 1, 2, 2]], [2])
+    plain.token_forwards = torch.tensor([2])
+    t = accelerators.accelerator_table({"ended": ended, "plain": plain}, 100, 0, EOS)
+    assert t.loc["ended", "text_fraction"] == pytest.approx((2 / 6 + 5 / 6) / 2)
+    assert t.loc["ended", "text_tokens_per_nfe"] == pytest.approx(9 / 7)
+    assert t.loc["ended", "tail_tokens_per_nfe"] == pytest.approx(3 / 2)
+    assert t.loc["plain", "text_fraction"] == 1
+    assert np.isnan(t.loc["plain", "tail_tokens_per_nfe"])
+    # without an [EOS] id every decode is all text, [EOS] tokens included
+    t0 = accelerators.accelerator_table({"ended": ended}, 100, 0)
+    assert t0.loc["ended", "text_fraction"] == 1
+    assert t0.loc["ended", "text_tokens_per_nfe"] == t0.loc["ended", "tokens_per_nfe"]

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from ..decoding.decode import generate
-from ..measures import stats, tagger
+from ..measures import regime, stats, tagger
 from ..measures.order import row_generators, unconditional_prompt
 from ..ssld import (
     accelerators,
@@ -404,6 +404,9 @@ def measure(models: Models, *, n_samples: int, gen_length: int, block_length: in
     r.tables["sweep"] = sweep
 
     r.values.update(accelerator_bar(dec.runs, gen_length, n_bootstrap, seed))
+    split = regime.bar_split(dec.runs[r.values["c2_strongest"]], tok.eos_token_id,
+                             n_bootstrap, seed)  # the regime beside the bar
+    r.values.update({f"c2_{k}": x for k, x in split.items()})
     verified = table.loc[best, VERIFIED]
     r.values.update(bar_values(r.values, verified, paper_alpha, paper_tau))
 

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from ..decoding.decode import generate
-from ..measures import stats, tagger
+from ..measures import regime, stats, tagger
 from ..measures.order import row_generators
 from ..ssld import accelerators, codebooks, drafting, inputs, win_condition
 from .common import Measurement, Models
@@ -293,9 +293,12 @@ def measure(
                                                supports_cache=target.supports_cache)
     acc_runs = {name: generate(target, prompt, cfg, gens())
                 for name, cfg in infill_configs.items()}
-    acc_table = accelerators.accelerator_table(acc_runs, n_bootstrap, seed)
+    acc_table = accelerators.accelerator_table(acc_runs, n_bootstrap, seed,
+                                               tok.eos_token_id)
     v |= strongest_bar(acc_table)
     tau_acc, a_star, strongest = v["c3_tau_acc"], v["c3_alpha_star"], v["c3_strongest"]
+    v |= {f"c3_{k}": x for k, x in regime.bar_split(
+        acc_runs[strongest], tok.eos_token_id, n_bootstrap, seed).items()}
     # alpha: oracle content anchors of the threshold accelerator's decode
     ref = acc_runs[next(iter(infill_configs))]
     tokens = ref.generated

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..measures import order, tagger
+from ..measures import order, regime, tagger
 from ..measures.tagger import CONTENT, FUNCTION, PUNCT
 from ..ssld import codebooks, conditional, drafting, win_condition
 from .common import Measurement, Models
@@ -253,8 +253,12 @@ def measure(
         "accelerators": pd.concat({k: f.accelerators for k, f in figs.items()},
                                   names=["condition"]).round(3),
     }
+    values = figure_values(figs, diff, n_samples, gen_length, temperature)
+    for prefix, f in (("c6_", figs[PRO]), ("c6_uncond_", figs[UNC])):  # beside the bars
+        values |= {f"{prefix}{k}": x for k, x in regime.bar_split(
+            f.runs[f.strongest], tok.eos_token_id, n_bootstrap, seed).items()}
     return ConditionalMeasurement(
-        values=figure_values(figs, diff, n_samples, gen_length, temperature),
+        values=values,
         tables=tables, arrays={"prompts": prompts, "codebook_seeds": book_seeds},
         figures=figs)
 

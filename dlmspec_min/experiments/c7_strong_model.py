@@ -30,7 +30,7 @@ import torch
 
 from ..decoding.decode import generate
 from ..decoding.denoisers import load_denoiser
-from ..measures import determinedness, stats, tagger
+from ..measures import determinedness, regime, stats, tagger
 from ..measures.order import row_generators, unconditional_prompt
 from ..ssld import (
     accelerators,
@@ -231,18 +231,19 @@ def function_words_above(summary: pd.DataFrame) -> bool:
 
 
 def accelerator_bar(large, prompt, accs, n_tau: int, n_bootstrap: int, seed: int,
-                    gens) -> dict[str, Any]:
+                    gens, eos_id: int | None = None) -> dict[str, Any]:
     """The anchors' reference decode and every accelerator on the first ``n_tau``
-    samples: the reference decode, the accelerator table, the strongest
-    accelerator, its tau_acc and alpha* = 1 - 1/tau_acc."""
+    samples: the reference decode, the accelerator table (its regime split at
+    ``eos_id``), the strongest accelerator, its tau_acc, alpha* = 1 - 1/tau_acc
+    and the accelerators' ``runs``."""
     ref = generate(large, prompt, accs[next(iter(accs))], gens())
     runs = {name: generate(large, prompt[:n_tau], cfg, gens()[:n_tau])
             for name, cfg in accs.items()}
-    table = accelerators.accelerator_table(runs, n_bootstrap, seed)
+    table = accelerators.accelerator_table(runs, n_bootstrap, seed, eos_id)
     strongest = accelerators.strongest_accelerator(table)  # ties: fewer token-forwards
     tau_acc = table.loc[strongest, "tokens_per_nfe"]
     return dict(ref=ref, table=table, strongest=strongest, tau_acc=tau_acc,
-                a_star=win_condition.alpha_star(tau_acc))
+                a_star=win_condition.alpha_star(tau_acc), runs=runs)
 
 
 def draft_labels() -> dict[str, str]:
@@ -372,7 +373,8 @@ def measure(models: StrongModels, *, n_windows: int, n_positions: int, batch_siz
         return row_generators(seed, n_samples, device)
 
     t0 = time.perf_counter()
-    bar = accelerator_bar(large, prompt, accs, n_tau, n_bootstrap, seed, gens)
+    bar = accelerator_bar(large, prompt, accs, n_tau, n_bootstrap, seed, gens,
+                          tok_l.eos_token_id)
     ref = bar["ref"]
     tokens = ref.generated  # (B, G)
     anchors = inputs.anchor_mask(tok_l, ref.tokens, lexicon)[:, P:]  # content words
@@ -384,6 +386,8 @@ def measure(models: StrongModels, *, n_windows: int, n_positions: int, batch_siz
                "c7_tau_acc_large_hi": acc_table.loc[strongest, "high"],
                "c7_alpha_star_large": a_star, "c7_decode_seconds": decode_seconds,
                "c7_strongest": strongest}
+    values |= {f"c7_{k}": x for k, x in regime.bar_split(
+        bar["runs"][strongest], tok_l.eos_token_id, n_bootstrap, seed).items()}
 
     t0 = time.perf_counter()
     seq_len = P + gen_length

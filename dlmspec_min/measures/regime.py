@@ -100,3 +100,30 @@ def regime_table(runs: dict, eos_id: int | None, n_boot: int = 2000,
             row[f"{col}_per_sample"] = float(p[col].mean())
         out.append(row)
     return pd.DataFrame(out).set_index("decode")
+
+
+def split_note(text_fraction: float, text_tpf: float, tail_tpf: float) -> str:
+    """One sentence for beside a page's bar: how much of the strongest
+    accelerator's window is text and how fast each part decodes."""
+    if not np.isfinite(tail_tpf):
+        return (f"Its decodes are all text (text fraction {text_fraction:.3f}, no "
+                f"`[EOS]` tail), so its {text_tpf:.2f} tokens per forward are the "
+                "text's own.")
+    return (f"Its text fills {text_fraction:.3f} of the window on average; its "
+            f"forwards commit {text_tpf:.2f} tokens each in the text and "
+            f"{tail_tpf:.2f} in the `[EOS]` tail.")
+
+
+def bar_split(result, eos_id: int | None, n_boot: int = 2000, seed: int = 0) -> dict:
+    """The regime of one decode (the strongest accelerator's, beside a page's
+    ``alpha*``), keys prefixed ``regime_``: ``text_fraction`` with its 95 %
+    interval (``_lo``, ``_hi``), ``text_tpf`` and ``tail_tpf`` (tokens per forward
+    of each part; NaN for a part with no forward) and ``note`` (``split_note``)."""
+    row = regime_table({"strongest": result}, eos_id, n_boot, seed).iloc[0]
+    out = {"text_fraction": float(row["text_fraction"]),
+           "text_fraction_lo": float(row["text_fraction_low"]),
+           "text_fraction_hi": float(row["text_fraction_high"]),
+           "text_tpf": float(row["text_tokens_per_forward"]),
+           "tail_tpf": float(row["tail_tokens_per_forward"])}
+    out["note"] = split_note(out["text_fraction"], out["text_tpf"], out["tail_tpf"])
+    return {f"regime_{k}": x for k, x in out.items()}

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from ..decoding.config import DecodeConfig, DecodeResult
-from ..measures import stats
+from ..measures import regime, stats
 from .decoder import SSLDResult, ssld_generate
 from .semantic import SemanticIDs
 
@@ -57,12 +57,16 @@ def accelerators(
 
 def accelerator_table(
     runs: dict[str, DecodeResult], n_boot: int = 2000, seed: int = 0,
+    eos_id: int | None = None,
 ) -> pd.DataFrame:
     """Tokens per NFE of each named decode, with a 95 % bootstrap CI over sequences.
 
     One row per name: ``tokens_per_nfe`` (all generated tokens / all row
     forwards), ``low``, ``high`` (``stats.ratio_bootstrap``), ``nfe_per_sample``
-    and ``token_forwards_per_sample``.
+    and ``token_forwards_per_sample``; and the regime split at each row's first
+    ``eos_id`` (``regime.text_and_tail``): ``text_fraction`` (mean over samples),
+    ``text_tokens_per_nfe`` and ``tail_tokens_per_nfe`` (pooled; NaN for a part
+    that took no forward). ``eos_id=None``: every decode is all text.
     """
     if not runs:
         raise ValueError("no accelerator runs given: pass {name: DecodeResult}")
@@ -73,8 +77,28 @@ def accelerator_table(
         est, lo, hi = stats.ratio_bootstrap(n_gen, nfe, n_boot, seed)
         rows.append(dict(accelerator=name, tokens_per_nfe=est, low=lo, high=hi,
                          nfe_per_sample=float(nfe.mean()),
-                         token_forwards_per_sample=r.token_forwards.double().mean().item()))
+                         token_forwards_per_sample=r.token_forwards.double().mean().item(),
+                         **_split(r, eos_id)))
     return pd.DataFrame(rows).set_index("accelerator")
+
+
+def _split(r: DecodeResult, eos_id: int | None) -> dict[str, float]:
+    """``accelerator_table``'s regime columns of one decode."""
+    if eos_id is None:  # all text: no tail to split off
+        tpf = r.generated.shape[1] * len(r.nfe) / float(r.nfe.sum())
+        return dict(text_fraction=1.0, text_tokens_per_nfe=tpf,
+                    tail_tokens_per_nfe=np.nan)
+    p = regime.text_and_tail(r, eos_id)
+
+    def per_forward(part: str) -> float:
+        forwards = p[f"{part}_forwards"].sum()
+        if not forwards:
+            return np.nan
+        return float(p[f"{part}_forward_tokens"].sum() / forwards)
+
+    return dict(text_fraction=float(p["text_fraction"].mean()),
+                text_tokens_per_nfe=per_forward("text"),
+                tail_tokens_per_nfe=per_forward("tail"))
 
 
 def strongest_accelerator(table: pd.DataFrame) -> str:

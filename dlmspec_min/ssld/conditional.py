@@ -155,7 +155,7 @@ def key_figures(
         t0 = time.perf_counter()
         runs[name] = generate(target, prompt, cfg, gens())
         seconds[name] = time.perf_counter() - t0
-    acc = accelerators.accelerator_table(runs, n_boot, seed)
+    acc = accelerators.accelerator_table(runs, n_boot, seed, tokenizer.eos_token_id)
     strongest = accelerators.strongest_accelerator(acc)
     tau, tau_lo, tau_hi = (
         float(v) for v in acc.loc[strongest, ["tokens_per_nfe", "low", "high"]])
