@@ -48,16 +48,22 @@ def test_ended_windows_are_whole_sentences_then_eos_padding():
         assert (row[1 + n :] == EOS_ID).all() and n <= 62  # ... then only [EOS]
 
 
-def test_a_share_of_each_batch_ends_and_a_bad_share_is_refused(tmp_path, monkeypatch):
+
+def shrink_training(monkeypatch, documents: int, hidden: int) -> None:
+    """``train.train`` on the first ``documents`` Brown training documents, four
+    held-out windows from them, and a one-layer ``small`` of width ``hidden``."""
     from dlmspec_min.training.corpus import brown_dataset
 
-    small_ds = brown_dataset("train").select(range(200))
+    small_ds = brown_dataset("train").select(range(documents))
     monkeypatch.setattr(train, "brown_dataset", lambda split: small_ds)
     monkeypatch.setattr(train, "held_out_windows", lambda tok: train.windows(
         train.encode_documents(small_ds, tok))[:4])
     monkeypatch.setitem(train.SIZES, "small", dict(
-        hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=32))
+        hidden_size=hidden, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=2 * hidden))
+
+def test_a_share_of_each_batch_ends_and_a_bad_share_is_refused(tmp_path, monkeypatch):
+    shrink_training(monkeypatch, documents=200, hidden=16)
     seen = []
     real = train.diffusion_loss
     monkeypatch.setattr(train, "diffusion_loss",
@@ -108,15 +114,7 @@ def test_lr_schedule_warms_up_then_decays():
 def test_resume_gives_the_same_weights_as_one_run(tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
-    from dlmspec_min.training.corpus import brown_dataset
-
-    small_ds = brown_dataset("train").select(range(300))
-    monkeypatch.setattr(train, "brown_dataset", lambda split: small_ds)
-    monkeypatch.setattr(train, "held_out_windows", lambda tok: train.windows(
-        train.encode_documents(small_ds, tok))[:4])
-    monkeypatch.setitem(train.SIZES, "small", dict(
-        hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-        intermediate_size=64))
+    shrink_training(monkeypatch, documents=300, hidden=32)
     opts = dict(batch_size=4, eval_every=3, bf16=False, log=lambda msg: None)
     whole = train.train("small", tmp_path / "whole", cycles=(5, 3), **opts)
     part = tmp_path / "part"
