@@ -40,7 +40,8 @@ def test_every_value_the_page_and_its_gates_read_is_measured(result):
     names = shown_glue_names(NOTEBOOK) - names_recorded_on_page(NOTEBOOK)
     assert names, "no glue name parsed from the notebook"
     assert names <= set(result.values), names - set(result.values)
-    for rule in load_registry()["checks"]["models"]["rules"].values():
+    checks = load_registry()["checks"]["models"]
+    for rule in [*checks["rules"].values(), *checks["targets"].values()]:
         assert isinstance(evaluate(rule, result.values), bool)  # every name is there
     for size in [page.UNIGRAM, *page.SIZES]:
         for ratio in train.EVAL_RATIOS:

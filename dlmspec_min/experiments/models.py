@@ -305,7 +305,8 @@ def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int 
     acc = masked_accuracy(models, held, most_frequent_token(tokenizer, train_ds), seed)
     tables["accuracy"] = acc
     for r in acc.itertuples():
-        v[accuracy_key(r.model, r.masked)] = r.accuracy
+        key = accuracy_key(r.model, r.masked)
+        v[key], v[f"{key}_lo"], v[f"{key}_hi"] = r.accuracy, r.low, r.high
     v["m_base_vs_unigram"] = times(v["m_base_acc15"], v["m_unigram_acc15"])
 
     v["m_block_length"] = block_length
