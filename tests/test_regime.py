@@ -93,14 +93,14 @@ def test_the_split_beside_a_bar_is_the_tables_and_says_both_parts():
     assert b["regime_tail_tpf"] == pytest.approx(3 / 2)
     note = b["regime_note"]
     assert "0.583 of the window" in note and "1.29 tokens each in the text" in note
-    assert "1.50 in the `[EOS]` tail" in note
+    assert "1.50 in the [EOS] tail" in note and "`" not in note  # glued as plain text
 
 
 def test_the_split_of_text_that_never_ends_says_there_is_no_tail():
     b = regime.bar_split(trace([[5, 6, 7, 8]], [[1, 1, 2, 2]], [2]), EOS, n_boot=50)
     assert b["regime_text_fraction"] == 1 and np.isnan(b["regime_tail_tpf"])
     assert b["regime_text_tpf"] == 2
-    assert "all text" in b["regime_note"]
+    assert "all text" in b["regime_note"] and "`" not in b["regime_note"]
     assert "2.00 tokens per forward" in b["regime_note"]
 
 

@@ -107,11 +107,11 @@ def split_note(text_fraction: float, text_tpf: float, tail_tpf: float) -> str:
     accelerator's window is text and how fast each part decodes."""
     if not np.isfinite(tail_tpf):
         return (f"Its decodes are all text (text fraction {text_fraction:.3f}, no "
-                f"`[EOS]` tail), so its {text_tpf:.2f} tokens per forward are the "
+                f"[EOS] tail), so its {text_tpf:.2f} tokens per forward are the "
                 "text's own.")
     return (f"Its text fills {text_fraction:.3f} of the window on average; its "
             f"forwards commit {text_tpf:.2f} tokens each in the text and "
-            f"{tail_tpf:.2f} in the `[EOS]` tail.")
+            f"{tail_tpf:.2f} in the [EOS] tail.")
 
 
 def bar_split(result, eos_id: int | None, n_boot: int = 2000, seed: int = 0) -> dict:
