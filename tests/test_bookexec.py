@@ -40,6 +40,31 @@ def test_longest_first_and_the_never_timed_before_them():
     assert bookexec.order(paths, {}) == ["03", "02", "01", "00"]
 
 
+def test_a_page_s_expected_seconds_order_a_build_that_timed_nothing():
+    def page(seconds):
+        front = "kernelspec:\n  name: python3\n  display_name: Python 3\n" + (
+            "" if seconds is None else f"dlmspec:\n  expected_seconds: {seconds}\n")
+        return read_myst_markdown_notebook(
+            f"---\n{front}---\n\n# A page\n\n```{{code-cell}} ipython3\n1\n```\n")
+    notebooks = {"00": page(5), "01": page(None), "02": page(50), "03": page(7.5)}
+    hints = bookexec.expected_seconds(notebooks)
+    assert hints == {"00": 5.0, "02": 50.0, "03": 7.5}
+    assert bookexec.order(notebooks, hints) == ["01", "02", "03", "00"]
+    # the last run's seconds win over the page's estimate
+    assert bookexec.order(notebooks, {**hints, "00": 60.0}) == ["01", "00", "02", "03"]
+    for bad in ("-1", "soon"):
+        with pytest.raises(ValueError, match="expected_seconds"):
+            bookexec.expected_seconds({"x": page(bad)})
+
+
+def test_every_executed_page_of_the_book_states_its_expected_seconds():
+    root = Path(__file__).resolve().parents[1]
+    pages = [*sorted((root / "notebooks").glob("*.md")), root / "book" / "status.md"]
+    notebooks = {str(p): read_myst_markdown_notebook(p.read_text()) for p in pages}
+    assert len(notebooks) >= 12
+    assert set(bookexec.expected_seconds(notebooks)) == set(notebooks)
+
+
 def test_missing_notebooks_run_in_parallel_one_thread_each_and_are_cached(tmp_path):
     ok = {}
     for name in ("a", "b"):

@@ -81,13 +81,28 @@ def _execute_one(path: str, nb_json: str, timeout: int | None) -> tuple[str, flo
 
 
 def order(paths: Iterable[str], previous: dict[str, float]) -> list[str]:
-    """Longest first by the last run's seconds, so that no long notebook starts
-    last; notebooks never timed go first, in reverse page order (in this book
-    the later pages run longest: the seed page reruns three chapters)."""
+    """Longest first by the last run's seconds (or a page's ``expected_seconds``),
+    so that no long notebook starts last; notebooks with neither go first, in
+    reverse page order (in this book the later pages run longest)."""
     paths = list(paths)
     unknown = [p for p in reversed(paths) if p not in previous]
     known = sorted((p for p in paths if p in previous), key=lambda p: -previous[p])
     return unknown + known
+
+
+def expected_seconds(notebooks: dict[str, nbformat.NotebookNode]) -> dict[str, float]:
+    """Each notebook's own estimate of its seconds on one thread, from its front
+    matter (``dlmspec: expected_seconds: N``): what orders a build that has timed
+    nothing yet, such as a fresh clone's."""
+    out = {}
+    for path, nb in notebooks.items():
+        seconds = (nb.metadata.get("dlmspec") or {}).get("expected_seconds")
+        if seconds is not None:
+            if not isinstance(seconds, (int, float)) or seconds < 0:
+                raise ValueError(f"{path}: dlmspec: expected_seconds must be a "
+                                 f"number of seconds >= 0, not {seconds!r}")
+            out[path] = float(seconds)
+    return out
 
 
 def previous_seconds(cache) -> dict[str, float]:
@@ -117,12 +132,15 @@ def execute_missing(cache_path: Path, notebooks: dict[str, nbformat.NotebookNode
                     log: Callable[[str], None] = print) -> list[Outcome]:
     """Execute, ``jobs`` at a time, each notebook without a cache record, and cache
     those that run through. ``notebooks`` maps source paths to the notebooks as
-    myst-nb reads them. Returns what ran, in the order it finished."""
+    myst-nb reads them; ``previous``: the last run's seconds by path, which win
+    over a notebook's ``expected_seconds``. Returns what ran, in the order it
+    finished."""
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 
     cache = get_cache(str(cache_path))
-    todo = order(missing(cache, notebooks), previous or {})
+    todo = order(missing(cache, notebooks),
+                 {**expected_seconds(notebooks), **(previous or {})})
     if not todo:
         return []
     log(f"[execute] {len(todo)} notebook(s), {jobs} at a time (one thread each): "
