@@ -61,6 +61,27 @@ def test_counts_agree_with_the_corpus_and_the_tables(result, splits):
     assert v["m_tokens_per_word"] >= 1  # every word is at least one token
 
 
+def test_passes_are_the_tokens_seen_over_the_training_windows(result, sizes, splits):
+    v, (_, tok) = result.values, sizes
+    n = len(train.windows(train.encode_documents(splits[0], tok)))
+    assert v["m_train_windows"] == n > 0
+    for size in page.SIZES:
+        seen = result.tables["training"].loc[size, "tokens seen (M)"] * 1e6
+        assert v[f"m_{size}_tokens_seen_m"] * 1e6 == pytest.approx(seen)
+        assert v[f"m_{size}_window_passes"] == pytest.approx(
+            seen / (n * (train.SEQ_LEN - 1)))
+
+
+def test_the_ladder_note_says_which_sizes_are_above_and_apart():
+    v = {"m_small_acc15": 0.10, "m_small_acc15_lo": 0.09, "m_small_acc15_hi": 0.11,
+         "m_base_acc15": 0.15, "m_base_acc15_lo": 0.14, "m_base_acc15_hi": 0.16,
+         "m_large_acc15": 0.149, "m_large_acc15_lo": 0.13, "m_large_acc15_hi": 0.17}
+    note = page.ladder_note(v)
+    assert note == ("base is above small (0.1500 against 0.1000), and their intervals "
+                    "are apart; large is not above base (0.1490 against 0.1500), and "
+                    "their intervals overlap.")
+
+
 def test_rates_are_rates_and_intervals_are_ordered(result):
     v, acc = result.values, result.tables["accuracy"]
     assert ((acc.low <= acc.accuracy) & (acc.accuracy <= acc.high)).all()

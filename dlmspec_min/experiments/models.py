@@ -12,6 +12,7 @@ models``) are evaluated by the page on these values.
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import time
@@ -130,6 +131,21 @@ def times(a: float, b: float) -> float:
     if b == 0:
         return float("nan") if a == 0 else float("inf")
     return a / b
+
+
+def ladder_note(values: dict[str, float], sizes=SIZES) -> str:
+    """One sentence per neighbouring pair of sizes: is the larger one more
+    accurate at 15 % masking, and are the two 95 % intervals apart?"""
+    acc = {m: accuracy_key(m, 0.15) for m in sizes}
+    parts = []
+    for lo, hi in itertools.pairwise(sizes):
+        a, b = values[acc[hi]], values[acc[lo]]
+        apart = (values[acc[hi] + "_lo"] > values[acc[lo] + "_hi"]
+                 or values[acc[lo] + "_lo"] > values[acc[hi] + "_hi"])
+        parts.append(f"{hi} is {'above' if a > b else 'not above'} {lo} ({a:.4f} "
+                     f"against {b:.4f}), and their intervals "
+                     f"{'are apart' if apart else 'overlap'}")
+    return "; ".join(parts) + "."
 
 
 def decoder_configs(gen_length: int, block_length: int, threshold: float
@@ -299,6 +315,12 @@ def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int 
     arrays["example_tokens"] = tokenizer.convert_ids_to_tokens(
         tokenizer(arrays["example"], add_special_tokens=False)["input_ids"])
     tables["training"], arrays["logs"] = training_summary(list(models))
+    n_windows = len(train.windows(train.encode_documents(train_ds, tokenizer)))
+    v["m_train_windows"] = n_windows
+    for size, row in tables["training"].iterrows():  # windows drawn per window
+        v[f"m_{size}_tokens_seen_m"] = row["tokens seen (M)"]
+        v[f"m_{size}_window_passes"] = (
+            row["tokens seen (M)"] * 1e6 / (n_windows * (train.SEQ_LEN - 1)))
 
     held = train.held_out_windows(tokenizer, n=n_heldout)
     v["m_n_heldout"] = len(held)
@@ -308,6 +330,8 @@ def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int 
         key = accuracy_key(r.model, r.masked)
         v[key], v[f"{key}_lo"], v[f"{key}_hi"] = r.accuracy, r.low, r.high
     v["m_base_vs_unigram"] = times(v["m_base_acc15"], v["m_unigram_acc15"])
+    if set(SIZES) <= set(models):
+        v["m_ladder_note"] = ladder_note(v)
 
     v["m_block_length"] = block_length
     target = models["base"]

@@ -64,10 +64,12 @@ SIZES = {
         intermediate_size=864,
     ),
 }
-# Cosine cycles (warm restarts) per size: the larger models get a second, shorter
-# cycle; all three track the same curve over the first 1,600 steps (too few
-# tokens for size to matter), see the models page.
-CYCLES = {"small": (1600,), "base": (1600, 800), "large": (1600, 800)}
+# Cosine cycles (warm restarts) per size: small one long cycle, base and large
+# three equal ones, each restart at half the previous peak (RESTART_DECAY): three
+# times the tokens of the first committed models (1,600 / 2,400 / 2,400 steps,
+# issue 13). See the models page; ``--resume`` continues a saved model with the
+# cycles it has not done yet.
+CYCLES = {"small": (4800,), "base": (2400, 2400, 2400), "large": (2400, 2400, 2400)}
 RESTART_DECAY = 0.5  # each restart peaks at half the previous cycle's learning rate
 TRAIN_DEFAULTS = dict(
     batch_size=32,
