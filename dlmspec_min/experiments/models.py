@@ -91,10 +91,9 @@ def training_summary(sizes=SIZES) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, logs
 
 
-def most_frequent_token(tokenizer, train_ds) -> int:
+def most_frequent_token(tokenizer, train_windows: torch.Tensor) -> int:
     """The unigram baseline's prediction: the training windows' most frequent
-    non-``[BOS]`` token."""
-    train_windows = train.windows(train.encode_documents(train_ds, tokenizer))
+    non-``[BOS]`` token (``train.windows`` of the training documents)."""
     return int(torch.bincount(train_windows[:, 1:].flatten(),
                               minlength=len(tokenizer)).argmax())
 
@@ -315,16 +314,18 @@ def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int 
     arrays["example_tokens"] = tokenizer.convert_ids_to_tokens(
         tokenizer(arrays["example"], add_special_tokens=False)["input_ids"])
     tables["training"], arrays["logs"] = training_summary(list(models))
-    n_windows = len(train.windows(train.encode_documents(train_ds, tokenizer)))
-    v["m_train_windows"] = n_windows
-    for size, row in tables["training"].iterrows():  # windows drawn per window
-        v[f"m_{size}_tokens_seen_m"] = row["tokens seen (M)"]
-        v[f"m_{size}_window_passes"] = (
-            row["tokens seen (M)"] * 1e6 / (n_windows * (train.SEQ_LEN - 1)))
+    train_windows = train.windows(train.encode_documents(train_ds, tokenizer))
+    v["m_train_windows"] = len(train_windows)
+    seen = arrays["logs"].groupby("model").tokens_seen.max()  # exact, not rounded
+    for size in tables["training"].index:  # windows drawn per window
+        v[f"m_{size}_tokens_seen_m"] = tables["training"].loc[size, "tokens seen (M)"]
+        v[f"m_{size}_window_passes"] = seen[size] / (
+            len(train_windows) * (train.SEQ_LEN - 1))
 
     held = train.held_out_windows(tokenizer, n=n_heldout)
     v["m_n_heldout"] = len(held)
-    acc = masked_accuracy(models, held, most_frequent_token(tokenizer, train_ds), seed)
+    top = most_frequent_token(tokenizer, train_windows)
+    acc = masked_accuracy(models, held, top, seed)
     tables["accuracy"] = acc
     for r in acc.itertuples():
         key = accuracy_key(r.model, r.masked)
