@@ -31,12 +31,15 @@ MAY_IMPORT: dict[str, set[str]] = {
     "paths": set(),
     "training": {"decoding", "paths"},
     "measures": {"decoding", "training", "paths"},
-    "ssld": {"decoding", "training", "measures", "paths"},
-    "experiments": {"decoding", "training", "measures", "ssld", "paths"},
-    "plumbing": {"decoding", "training", "measures", "ssld", "experiments", "paths"},
+    "worlds": {"decoding", "training", "measures", "paths"},
+    "ssld": {"decoding", "training", "measures", "worlds", "paths"},
+    "experiments": {"decoding", "training", "measures", "worlds", "ssld", "paths"},
+    "plumbing": {"decoding", "training", "measures", "worlds", "ssld", "experiments",
+                 "paths"},
     "__init__": {"decoding"},
 }
-FOLDERS = ("decoding", "ssld", "measures", "training", "experiments", "plumbing")
+FOLDERS = ("decoding", "ssld", "measures", "training", "worlds", "experiments",
+           "plumbing")
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:

@@ -29,7 +29,9 @@ from .files import models_dir, tokenizer_dir
 
 ALLOW_HUB_ENV = "DLMSPEC_ALLOW_HUB"
 EMBEDDED_PREFIX = "dlmspec/"
-EMBEDDED_SIZES = ("small", "base", "large")
+EMBEDDED_SIZES = ("small", "base", "large")  # the prose world's ladder
+# the math world's ladder (generated grade-school problems, SPEC.md section 6)
+EMBEDDED_MATH_SIZES = ("math/small", "math/base", "math/large")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
 
 LLADA_MASK_ID, LLADA_EOS_ID, LLADA_EOT_ID = 126336, 126081, 126348
@@ -105,7 +107,8 @@ PAPER_MODELS: dict[str, ModelSpec] = {
         ),
     )
 }
-EMBEDDED_MODELS = tuple(EMBEDDED_PREFIX + s for s in EMBEDDED_SIZES)
+EMBEDDED_MODELS = tuple(
+    EMBEDDED_PREFIX + s for s in (*EMBEDDED_SIZES, *EMBEDDED_MATH_SIZES))
 
 # How a config.json names a paper model's family: by its model_type, by an
 # architecture, or by the module its auto_map points to. Members of one family
@@ -353,10 +356,12 @@ def _from_local_dir(path: Path, trust_remote_code: bool, device, dtype,
 def _load_embedded(name: str, device, dtype, device_map=None):
     size = name[len(EMBEDDED_PREFIX) :]
     path = models_dir() / size
+    world, _, short = size.rpartition("/")
+    trainer = f"train_{world}" if world else "train"
+    how = f"`python -m dlmspec_min.training.{trainer} --size {short}`"
     if not (path / "config.json").exists():
         raise ModelNotAvailableError(
-            f"embedded model {name!r} is not in {path}; train it with "
-            f"`python -m dlmspec_min.training.train --size {size}` "
+            f"embedded model {name!r} is not in {path}; train it with {how} "
             "(or set DLMSPEC_DATA)"
         )
     try:  # weights are stored in float16 (size in git); compute in float32
@@ -367,7 +372,7 @@ def _load_embedded(name: str, device, dtype, device_map=None):
         raise ModelNotAvailableError(
             f"the weights in {path} could not be read ({type(e).__name__}: "
             f"{str(e)[:120]}); restore them with `git checkout -- {path}` or retrain "
-            f"with `python -m dlmspec_min.training.train --size {size}`"
+            f"with {how}"
         ) from e
     if tokenizer is None:
         from transformers import AutoTokenizer
@@ -451,12 +456,13 @@ def load_denoiser(
 ):
     """Load a denoiser and its tokenizer (None if none is saved with local weights).
 
-    ``name_or_path``: an embedded model (``dlmspec/small|base|large``, from
-    ``files.models_dir()``), a paper-scale model in ``PAPER_MODELS`` (from the
-    local Hugging Face cache; ``DLMSPEC_ALLOW_HUB=1`` allows downloading), or a
-    local directory: one whose ``config.json`` names LLaDA, Dream or MDLM (by
-    ``model_type``, ``architectures`` or ``auto_map``) loads as its registry
-    entry (auto class, mask id, shift; remote code only with
+    ``name_or_path``: an embedded model (``dlmspec/small|base|large``, or the
+    math world's ``dlmspec/math/small|base|large``, from ``files.models_dir()``),
+    a paper-scale model in ``PAPER_MODELS`` (from the local Hugging Face cache;
+    ``DLMSPEC_ALLOW_HUB=1`` allows downloading), or a local directory: one whose
+    ``config.json`` names LLaDA, Dream or MDLM (by ``model_type``,
+    ``architectures`` or ``auto_map``) loads as its registry entry (auto class,
+    mask id, shift; remote code only with
     ``trust_remote_code=True``), any other with ``AutoModelForMaskedLM``.
 
     ``dtype``: a torch dtype or its name (``"bfloat16"``; ``"none"``/None: the

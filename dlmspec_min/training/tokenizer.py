@@ -118,6 +118,12 @@ def word_convention(tokenizer) -> str:
     return "word_start" if starts > continues else "wordpiece"
 
 
+@functools.lru_cache(maxsize=16)
+def _added_pieces(tokenizer) -> frozenset[str]:
+    """Tokens added whole to a tokenizer (never a word's continuation)."""
+    return frozenset(tokenizer.get_added_vocab())
+
+
 def _is_punct(text: str) -> bool:
     return bool(text) and not any(ch.isalnum() for ch in text)
 
@@ -134,7 +140,9 @@ def _pieces(tokenizer, ids):
             yield tid, None, True
             continue
         piece = tokenizer.convert_ids_to_tokens(tid)
-        if wordpiece:
+        if wordpiece and piece in _added_pieces(tokenizer):  # e.g. "####": a word
+            text, new = piece, True
+        elif wordpiece:
             text, new = piece.removeprefix("##"), not piece.startswith("##")
         else:  # punctuation stands alone, as in Brown
             marked = piece.startswith(WORD_START_MARKS)
@@ -181,3 +189,63 @@ def continues_word(tokenizer, ids) -> list[bool]:
     """For each token id, True if it continues the word of the token before it
     (a ``##`` piece, an unmarked BPE piece); word starts and specials: False."""
     return [text is not None and not new for _, text, new in _pieces(tokenizer, ids)]
+
+
+# --- the math world's tokenizer ------------------------------------------------------
+DIGITS = tuple("0123456789")
+MATH_VOCAB_SIZE = 2048  # a ceiling: the trainer stops when every word is one token
+MATH_SPLIT_PUNCT = r"[.,?]"  # split off like words; "####" and operators stand alone
+ANSWER_MARK = "####"  # GSM8K's answer line; one added token (it starts with "##")
+ANSWER_STAND_IN = "\u2063ANSWER"  # what the decoder sees instead of "####"
+
+
+def train_math_tokenizer(texts, vocab_size: int = MATH_VOCAB_SIZE):
+    """WordPiece trained on generated problems, numbers split into digits.
+
+    Every number is its first digit and one ``##d`` piece per further digit (as
+    LLaMA-family tokenizers split numbers into digits, with the word convention
+    of this project's WordPiece): after training, every learned piece that holds a
+    digit is dropped and the twenty digit pieces are added, so WordPiece's
+    longest-match spells any number digit by digit. ``####`` is one added token.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, trainers
+    from tokenizers import pre_tokenizers as pre
+    from transformers import PreTrainedTokenizerFast
+
+    def pre_tokenizer():
+        return pre.Sequence([pre.WhitespaceSplit(),
+                             pre.Split(Regex(MATH_SPLIT_PUNCT), "isolated")])
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizer()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, min_frequency=1
+    )
+    tok.train_from_iterator((t.replace(ANSWER_MARK, " ") for t in texts),
+                            trainer=trainer)
+    learned = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
+    kept = [p for p, _ in learned if not any(ch.isdigit() for ch in p)]
+    vocab = {p: i for i, p in enumerate(
+        [*kept, *DIGITS, *(f"##{d}" for d in DIGITS)])}
+    out = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    out.normalizer = normalizers.NFC()
+    out.pre_tokenizer = pre_tokenizer()
+    # "####" would read as a "##" continuation: hidden from the WordPiece decoder
+    out.decoder = decoders.Sequence([
+        decoders.Replace(ANSWER_MARK, ANSWER_STAND_IN),
+        decoders.WordPiece(prefix="##", cleanup=True),
+        decoders.Replace(ANSWER_STAND_IN, "\n" + ANSWER_MARK),
+    ])
+    out.add_tokens([ANSWER_MARK])
+    out.add_special_tokens(SPECIAL_TOKENS)
+    for i, name in enumerate(SPECIAL_TOKENS):
+        if out.token_to_id(name) != i:
+            raise RuntimeError(f"special token {name} got id {out.token_to_id(name)}")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=out,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        bos_token="[BOS]",
+        eos_token="[EOS]",
+        mask_token="[MASK]",
+    )

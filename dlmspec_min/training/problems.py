@@ -1,0 +1,388 @@
+"""Generated grade-school word problems: the text source of the ``math`` world.
+
+A seeded, pure-Python grammar in the shape of GSM8K (Cobbe et al., 2021): a
+question in words, then a worked solution with one sentence per arithmetic step
+(``12 + 5 = 17``) and a last line ``#### 17``. Synthetic grade-school math is an
+established instrument (iGSM, Ye et al., "Physics of Language Models: Part 2.1",
+2024; GSM-Symbolic, Mirzadeh et al., 2024); this grammar is the project's own
+(SPEC.md section 6, DERIVED).
+
+A problem follows one person's count of one kind of object through 1 to 4
+arithmetic steps:
+
+- an opening (``Mia has 23 stamps.``; a composite one multiplies: ``Mia has 3
+  boxes with 8 stamps in each.``),
+- 0 to 3 events that change the count (buy, give away, multiply, split, ...),
+- a question, which may itself ask for one more step (``If Mia puts the stamps
+  into 4 equal groups, how many stamps are in each group?``).
+
+Every phrasing is a *template* (``TEMPLATES``, 46 of them); ``UNSEEN_TEMPLATES``
+are never used for training and give a generalisation figure. Every word the
+grammar writes carries its *role* (``NUMBER``, ``NAME``, ``OBJECT``, ``SYMBOL``,
+``WORD``), so content and function are exact in this world: numbers, names and
+objects are content (``CONTENT_ROLES``); template words and symbols are not.
+Every intermediate result is an integer in [0, ``MAX_VALUE``].
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+# --- roles ----------------------------------------------------------------------------
+NUMBER, NAME, OBJECT, SYMBOL, WORD = "number", "name", "object", "symbol", "word"
+ROLES = (NUMBER, NAME, OBJECT, SYMBOL, WORD)
+CONTENT_ROLES = frozenset({NUMBER, NAME, OBJECT})
+SYMBOLS = frozenset({".", ",", "?", "+", "-", "*", "/", "=", "####"})
+
+MAX_VALUE = 10_000  # every intermediate result is an integer in [0, MAX_VALUE]
+MIN_STEPS, MAX_STEPS = 1, 4  # arithmetic sentences per solution
+# the longest question and solution, in tokens (a number: one per digit), so that
+# every problem fits the training layout ([BOS] + question; solution + [EOS])
+MAX_QUESTION_TOKENS, MAX_SOLUTION_TOKENS = 63, 95
+ANSWER_MARK = "####"
+
+# --- lexicon (150+ names, 60+ objects, containers) ------------------------------------
+NAMES = tuple("""
+Aaron Abby Adam Aisha Alan Alex Alice Amir Amy Ana Andre Anna Arjun Asha Ava Ben
+Bella Beth Brian Bruno Caleb Carla Carlos Carmen Chen Chloe Chris Clara Cody Dana
+Daniel Dara David Dev Diego Dina Dora Dylan Eddie Elena Eli Ella Emil Emma Eric
+Erin Ethan Eva Felix Fiona Frank Gabe Gina Grace Greg Hana Hank Hassan Helen Henry
+Ian Ida Igor Ines Iris Isaac Ivan Jack Jade Jake James Jana Jenny Jin Joel John
+Jose Joy Julia Kai Kara Karim Kate Keith Kevin Kim Kira Kofi Lara Laura Leo Liam
+Lily Lina Luca Lucy Luis Luke Maya Mark Marta Max Mei Mia Mike Mila Nadia Nate
+Nina Noah Nora Omar Oscar Owen Paul Pedro Petra Priya Quinn Rafael Rahul Rosa Ruby
+Ryan Sam Sara Sean Simon Sofia Sonia Tara Ted Tess Theo Tina Tom Uma Vera Victor
+Wade Wendy Will Xavier Yara Yuki Zack Zara Zoe Abel Bianca Farah Hugo Leon Selma
+""".split())
+OBJECTS = tuple("""
+apples pears plums lemons oranges peaches cherries grapes carrots potatoes
+onions eggs cookies cupcakes muffins candies pies sandwiches stickers stamps
+coins marbles buttons beads shells stones feathers pencils crayons markers pens
+erasers notebooks books comics magazines cards letters postcards balloons kites
+toys dolls puzzles blocks balls bottles cups plates spoons bowls candles flowers
+roses tulips seeds plants socks shirts hats scarves gloves ribbons tickets nails
+""".split())
+CONTAINERS = tuple("boxes bags baskets jars crates packs trays buckets".split())
+
+# --- templates ------------------------------------------------------------------------
+# Slots: {p} the person, {q} another person, {o} the object, {c} a container,
+# {a} {n} {m} {k} {v} {r} numbers. Every other space-separated word is a template
+# word, or a symbol if it is in SYMBOLS. Each template: (question, solution lines).
+# A solution line with arithmetic is one step; {v} is the count before the event.
+OPENINGS = {
+    "open_has": ("{p} has {a} {o} .", []),
+    "open_starts": ("{p} starts with {a} {o} .", []),
+    "open_owns": ("{p} owns {a} {o} .", []),
+    "open_collects": ("{p} collects {a} {o} .", []),
+    "open_there": ("There are {a} {o} in the room of {p} .", []),
+    "open_boxes": ("{p} has {m} {c} with {n} {o} in each .",
+                   ["{p} has {m} * {n} = {r} {o} ."]),
+    "open_gets": ("{q} gives {p} {m} {c} of {n} {o} each .",
+                  ["{p} gets {m} * {n} = {r} {o} ."]),
+}
+EVENTS = {
+    # add n
+    "add_buys": ("{p} buys {n} more {o} .", ["{p} now has {v} + {n} = {r} {o} ."]),
+    "add_given": ("{q} gives {p} {n} more {o} .",
+                  ["{p} now has {v} + {n} = {r} {o} ."]),
+    "add_finds": ("Then {p} finds {n} more {o} .",
+                  ["{p} now has {v} + {n} = {r} {o} ."]),
+    "add_from": ("{p} gets {n} more {o} from {q} .",
+                 ["{p} now has {v} + {n} = {r} {o} ."]),
+    "add_picks": ("Later {p} picks up {n} more {o} .",
+                  ["That makes {v} + {n} = {r} {o} ."]),
+    "add_earns": ("{p} earns {n} more {o} .", ["That makes {v} + {n} = {r} {o} ."]),
+    "add_gift": ("{p} receives {n} {o} as a gift .",
+                 ["{p} now has {v} + {n} = {r} {o} ."]),
+    # subtract n
+    "sub_gives": ("{p} gives {n} {o} to {q} .", ["{p} has {v} - {n} = {r} {o} left ."]),
+    "sub_sells": ("{p} sells {n} of the {o} .", ["{p} has {v} - {n} = {r} {o} left ."]),
+    "sub_loses": ("Then {p} loses {n} {o} .", ["{p} has {v} - {n} = {r} {o} left ."]),
+    "sub_takes": ("{q} takes {n} {o} from {p} .",
+                  ["That leaves {v} - {n} = {r} {o} ."]),
+    "sub_uses": ("{p} uses {n} of the {o} .", ["That leaves {v} - {n} = {r} {o} ."]),
+    "sub_donates": ("{p} donates {n} {o} to the school .",
+                    ["{p} has {v} - {n} = {r} {o} left ."]),
+    # multiply by n
+    "mul_times": ("{p} then has {n} times as many {o} .",
+                  ["{p} now has {v} * {n} = {r} {o} ."]),
+    "mul_grows": ("The number of {o} grows {n} times .",
+                  ["That makes {v} * {n} = {r} {o} ."]),
+    "mul_swaps": ("Each of the {o} is swapped for {n} new ones .",
+                  ["{p} now has {v} * {n} = {r} {o} ."]),
+    "mul_ends": ("{p} ends up with {n} times as many {o} .",
+                 ["{p} now has {v} * {n} = {r} {o} ."]),
+    # divide by n
+    "div_piles": ("{p} splits the {o} into {n} equal piles and keeps one pile .",
+                  ["{p} keeps {v} / {n} = {r} {o} ."]),
+    "div_share": ("{p} shares the {o} equally with {k} friends and keeps one share .",
+                  ["There are {k} + 1 = {n} shares .",
+                   "{p} keeps {v} / {n} = {r} {o} ."]),
+    "div_boxes": ("{p} divides the {o} evenly into {n} {c} and keeps one of them .",
+                  ["{p} keeps {v} / {n} = {r} {o} ."]),
+    # add m groups of n
+    "addmul_bags": ("{p} buys {m} {c} with {n} {o} in each .",
+                    ["{p} buys {m} * {n} = {k} {o} .",
+                     "{p} now has {v} + {k} = {r} {o} ."]),
+    "addmul_gift": ("{q} gives {p} {m} {c} of {n} {o} each .",
+                    ["{q} gives {m} * {n} = {k} {o} .",
+                     "{p} now has {v} + {k} = {r} {o} ."]),
+    "addmul_days": ("For {m} days {p} gets {n} more {o} each day .",
+                    ["In {m} days {p} gets {m} * {n} = {k} {o} .",
+                     "{p} now has {v} + {k} = {r} {o} ."]),
+    # subtract m groups of n
+    "submul_friends": ("{p} gives {m} friends {n} {o} each .",
+                       ["{p} gives away {m} * {n} = {k} {o} .",
+                        "{p} has {v} - {k} = {r} {o} left ."]),
+    "submul_sells": ("{p} sells {m} {c} of {n} {o} each .",
+                     ["{p} sells {m} * {n} = {k} {o} .",
+                      "{p} has {v} - {k} = {r} {o} left ."]),
+    "submul_days": ("For {m} days {p} uses {n} {o} each day .",
+                    ["In {m} days {p} uses {m} * {n} = {k} {o} .",
+                     "That leaves {v} - {k} = {r} {o} ."]),
+}
+QUESTIONS = {
+    "ask_now": ("How many {o} does {p} have now ?", []),
+    "ask_end": ("How many {o} does {p} have in the end ?", []),
+    "ask_left": ("How many {o} are left ?", []),
+    "ask_has": ("How many {o} does {p} have ?", []),
+    "ask_owns": ("How many {o} does {p} own now ?", []),
+    "ask_total": ("What is the total number of {o} now ?", []),
+    "ask_groups": ("If {p} puts the {o} into {n} equal groups , "
+                   "how many {o} are in each group ?",
+                   ["Each group has {v} / {n} = {r} {o} ."]),
+    "ask_more": ("{q} has {n} more {o} than {p} . How many {o} does {q} have ?",
+                 ["{q} has {v} + {n} = {r} {o} ."]),
+    "ask_fewer": ("{q} has {n} fewer {o} than {p} . How many {o} does {q} have ?",
+                  ["{q} has {v} - {n} = {r} {o} ."]),
+    "ask_together": ("{q} has {n} {o} . How many {o} do {p} and {q} have together ?",
+                     ["Together they have {v} + {n} = {r} {o} ."]),
+    "ask_double": ("{q} has {n} times as many {o} as {p} . "
+                   "How many {o} does {q} have ?",
+                   ["{q} has {v} * {n} = {r} {o} ."]),
+    "ask_need": ("How many more {o} does {p} need to have {n} ?",
+                 ["{p} needs {n} - {v} = {r} more {o} ."]),
+}
+TEMPLATES = {**OPENINGS, **EVENTS, **QUESTIONS}
+# Never used for training: one opening, one event of each of the four operations
+# and one question; problems using any of them give the generalisation figure.
+UNSEEN_TEMPLATES = frozenset(
+    {"open_owns", "add_gift", "sub_donates", "mul_ends", "div_boxes", "ask_fewer"}
+)
+
+# --- number ranges (the world's difficulty, fixed before any model was trained) -------
+START = (2, 60)  # a plain opening's count
+ADD = (2, 60)  # an added or subtracted amount, the "more/fewer/together" amounts
+FACTOR = (2, 5)  # multipliers, divisors, counts of groups and days
+GROUP = (2, 12)  # the size of a group (a bag, a day's amount)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One generated problem: words with their roles, and the answer."""
+
+    question: tuple[tuple[str, str], ...]  # (word, role) pairs
+    solution: tuple[tuple[str, str], ...]  # the worked steps and ``#### answer``
+    answer: int
+    templates: tuple[str, ...]  # opening, events..., question
+    steps: int  # arithmetic sentences in the solution
+
+    @property
+    def question_text(self) -> str:
+        return render(w for w, _ in self.question)
+
+    @property
+    def solution_text(self) -> str:
+        return render(w for w, _ in self.solution)
+
+
+def n_tokens(words) -> int:
+    """Tokens of (word, role) pairs in the math tokenizer (a number: one a digit)."""
+    return sum(len(w) if w.isdigit() else 1 for w, _ in words)
+
+
+def render(words) -> str:
+    """Words -> text: punctuation sticks to the word before; ``####`` on a new line."""
+    out = ""
+    for w in words:
+        if w in {".", ",", "?"}:
+            out += w
+        elif w == ANSWER_MARK:
+            out += "\n" + w
+        else:
+            out += (" " if out else "") + w
+    return out
+
+
+def role_of(word: str, slot: str | None) -> str:
+    if slot is not None:
+        return {"p": NAME, "q": NAME, "o": OBJECT, "c": OBJECT}.get(slot, NUMBER)
+    if word.isdigit():  # a number written into a template ("{k} + 1")
+        return NUMBER
+    return SYMBOL if word in SYMBOLS else WORD
+
+
+def fill(template: str, slots: dict[str, object]) -> list[tuple[str, str]]:
+    """A template with its slots filled: (word, role) pairs."""
+    out = []
+    for w in template.split():
+        if w.startswith("{") and w.endswith("}"):
+            out.append((str(slots[w[1:-1]]), role_of(w, w[1:-1])))
+        else:
+            out.append((w, role_of(w, None)))
+    return out
+
+
+def _divisors(v: int, lo: int, hi: int) -> list[int]:
+    return [d for d in range(lo, hi + 1) if v % d == 0]
+
+
+def _event_numbers(kind: str, v: int, rng: random.Random) -> dict | None:
+    """Numbers for one event on count ``v``: {n, m, k, r}, or None if impossible."""
+    op = kind.split("_")[0]
+    if op == "add":
+        n = rng.randint(*ADD)
+        return dict(n=n, r=v + n)
+    if op == "sub":
+        if v < 2:
+            return None
+        n = rng.randint(1, min(v - 1, ADD[1]))
+        return dict(n=n, r=v - n)
+    if op == "mul":
+        n = rng.randint(*FACTOR)
+        return dict(n=n, r=v * n) if v * n <= MAX_VALUE else None
+    if op == "div":
+        ds = _divisors(v, *FACTOR)
+        if not ds:
+            return None
+        n = rng.choice(ds)
+        return dict(n=n, k=n - 1, r=v // n)
+    if op in ("addmul", "submul"):
+        m, n = rng.randint(*FACTOR), rng.randint(*GROUP)
+        k = m * n
+        r = v + k if op == "addmul" else v - k
+        return dict(m=m, n=n, k=k, r=r) if 0 <= r <= MAX_VALUE else None
+    raise ValueError(f"unknown event kind {kind!r}")
+
+
+def _question_numbers(kind: str, v: int, rng: random.Random) -> dict | None:
+    if kind == "ask_groups":
+        ds = _divisors(v, *FACTOR)
+        return dict(n=(n := rng.choice(ds)), r=v // n) if ds else None
+    if kind in ("ask_more", "ask_together"):
+        n = rng.randint(*ADD)
+        return dict(n=n, r=v + n)
+    if kind == "ask_fewer":
+        if v < 2:
+            return None
+        n = rng.randint(1, min(v - 1, ADD[1]))
+        return dict(n=n, r=v - n)
+    if kind == "ask_double":
+        n = rng.randint(*FACTOR)
+        return dict(n=n, r=v * n) if v * n <= MAX_VALUE else None
+    if kind == "ask_need":
+        n = v + rng.randint(*ADD)
+        return dict(n=n, r=n - v)
+    return dict(r=v)
+
+
+def _steps(template: tuple[str, list[str]]) -> int:
+    return sum("=" in line.split() for line in template[1])
+
+
+def allowed_templates(split: str) -> dict[str, set[str]]:
+    """Per part (openings, events, questions): the template names a split may use.
+
+    ``"train"`` and ``"test"`` leave ``UNSEEN_TEMPLATES`` out; ``"unseen"`` allows
+    every template (and ``generate`` then requires at least one unseen one).
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    keep = (lambda t: True) if split == "unseen" else (
+        lambda t: t not in UNSEEN_TEMPLATES)
+    return {part: {t for t in names if keep(t)}
+            for part, names in (("open", OPENINGS), ("event", EVENTS),
+                                ("ask", QUESTIONS))}
+
+
+SPLITS = ("train", "test", "unseen")
+
+
+def generate(rng: random.Random, split: str = "train",
+             steps: int | None = None) -> Problem:
+    """One problem drawn with ``rng``; ``steps`` fixes the arithmetic steps (1-4)."""
+    allowed = allowed_templates(split)
+    parts = {k: sorted(v) for k, v in allowed.items()}
+    if steps is not None and not MIN_STEPS <= steps <= MAX_STEPS:
+        raise ValueError(f"steps must be in [{MIN_STEPS}, {MAX_STEPS}], got {steps}")
+    want = steps or rng.randint(MIN_STEPS, MAX_STEPS)
+    while True:  # rejection: draw until the steps add up and every number fits
+        problem = _attempt(rng, parts, want)
+        if problem is None:
+            continue
+        if split == "unseen" and not UNSEEN_TEMPLATES & set(problem.templates):
+            continue
+        return problem
+
+
+def _attempt(rng: random.Random, parts: dict, want: int) -> Problem | None:
+    p, o = rng.choice(NAMES), rng.choice(OBJECTS)
+    q = rng.choice([n for n in NAMES if n != p])
+    c = rng.choice(CONTAINERS)
+    base = dict(p=p, q=q, o=o, c=c)
+    chosen = [rng.choice(parts["open"])]
+    ask = rng.choice(parts["ask"])
+    budget = want - _steps(TEMPLATES[chosen[0]]) - _steps(TEMPLATES[ask])
+    while budget > 0:
+        event = rng.choice(parts["event"])
+        if _steps(TEMPLATES[event]) > budget:
+            continue
+        chosen.append(event)
+        budget -= _steps(TEMPLATES[event])
+    if budget < 0:
+        return None
+    chosen.append(ask)
+    question, solution = [], []
+    v = None
+    for i, name in enumerate(chosen):
+        q_text, s_lines = TEMPLATES[name]
+        if i == 0:
+            if s_lines:
+                m, n = rng.randint(*FACTOR), rng.randint(*GROUP)
+                nums = dict(m=m, n=n, r=m * n)
+            else:
+                nums = dict(a=(a := rng.randint(*START)), r=a)
+        elif i == len(chosen) - 1:
+            nums = _question_numbers(name, v, rng)
+        else:
+            nums = _event_numbers(name, v, rng)
+        if nums is None or not 0 <= nums["r"] <= MAX_VALUE:
+            return None
+        slots = {**base, **nums, "v": v}
+        question += fill(q_text, slots)
+        for line in s_lines:
+            solution += fill(line, slots)
+        v = nums["r"]
+    solution += fill(f"{ANSWER_MARK} {{r}}", {"r": v})
+    if (n_tokens(question) > MAX_QUESTION_TOKENS
+            or n_tokens(solution) > MAX_SOLUTION_TOKENS):
+        return None
+    return Problem(tuple(question), tuple(solution), v, tuple(chosen), want)
+
+
+def problems(seed: int | str, n: int, split: str = "train") -> list[Problem]:
+    """``n`` problems from a generator seeded with ``seed`` (an int or a string)."""
+    rng = random.Random(seed)
+    return [generate(rng, split) for _ in range(n)]
+
+
+# Seeds: training draws each step's problems from ``train_seed(seed, step)``;
+# held-out problems come from HELD_OUT_SEED, a string no training seed can equal.
+HELD_OUT_SEED = "math-held-out"
+UNSEEN_SEED = "math-unseen-templates"
+TOKENIZER_SEED = "math-tokenizer"
+
+
+def train_seed(seed: int, step: int) -> str:
+    return f"math-train-{seed}-{step}"

@@ -1,0 +1,308 @@
+"""Train the ``math`` world's ladder on generated grade-school problems (CPU).
+
+Layout of a training row (``SEQ_LEN`` = ``PROMPT_LENGTH`` + ``GEN_LENGTH``):
+``[PAD] ... [BOS] question | solution [EOS] ... [EOS]``. The question is the
+prompt, left-padded so that every answer starts at ``PROMPT_LENGTH``; it is never
+masked. The solution and its ``[EOS]`` padding are the response, inside the loss,
+as in LLaDA's supervised fine-tuning (Nie et al., 2025, Sec. 2.3 and App. B.3):
+per row draw t ~ U(eps, 1), mask each response token with probability t, and
+minimise the masked cross-entropy weighted by 1/t, normalised by the response
+tokens. Every step draws fresh problems (``problems.train_seed(seed, step)``), so
+no problem is seen twice and the held-out problems (``problems.HELD_OUT_SEED``)
+never are; ``problems.UNSEEN_TEMPLATES`` are never used for training.
+
+    python -m dlmspec_min.training.train_math --tokenizer   # data/models/math/tokenizer
+    python -m dlmspec_min.training.train_math --size small      # train, or resume
+    python -m dlmspec_min.training.train_math --size small --stop-after 3600
+
+A run checkpoints every ``checkpoint_every`` steps (``checkpoint.pt``: weights,
+optimizer and log, all float32) and ``--size`` continues from a checkpoint
+when there is one, exactly: each step's masks and problems are drawn from
+generators seeded by (seed, step), so a resumed run gives the same weights as
+an uninterrupted one. ``--stop-after S`` ends the process after about S seconds,
+at a checkpoint. When the run is complete, the half-precision weights, the
+tokenizer, ``training.json`` and ``train_log.jsonl`` are written and the
+checkpoint is removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from ..decoding.config import DecodeConfig
+from ..decoding.decode import generate
+from ..decoding.denoisers import Denoiser
+from ..decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from ..paths import models_dir
+from . import problems as P
+from .tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    MASK_ID,
+    PAD_ID,
+    load_tokenizer,
+    save_tokenizer,
+    train_math_tokenizer,
+)
+from .train import MIN_MASK_RATIO, STORAGE_DTYPE, lr_at, mask_exact
+
+PROMPT_LENGTH = 64  # [PAD]s, [BOS] and the question (at most 58 tokens)
+GEN_LENGTH = 96  # the solution (at most 66 tokens) and [EOS] padding
+BLOCK_LENGTH = 32  # the world's default decode: Fast-dLLM's GSM8K blocks
+THRESHOLD = 0.9  # Fast-dLLM's threshold rule
+SEQ_LEN = PROMPT_LENGTH + GEN_LENGTH
+TOKENIZER_PROBLEMS = 20_000  # generated from problems.TOKENIZER_SEED, every template
+EVAL_RATIOS = (0.15, 0.5, 0.9)
+EVAL_PROBLEMS = 256  # held-out problems for masked accuracy during training
+DECODE_PROBLEMS = 128  # held-out problems decoded for answer accuracy during training
+
+SIZES = {
+    "small": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  intermediate_size=384),
+    "base": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                 intermediate_size=768),
+    "large": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=6,
+                  intermediate_size=1152),
+}
+STEPS = {"small": 6000, "base": 6000, "large": 6000}  # one cosine cycle each
+TRAIN_DEFAULTS = dict(batch_size=64, lr=1e-3, warmup=200, weight_decay=0.01,
+                      eval_every=250, decode_every=500, checkpoint_every=250,
+                      seed=0, threads=1, bf16=True)
+CHECKPOINT = "checkpoint.pt"
+
+
+def world_dir() -> Path:
+    return models_dir() / "math"
+
+
+def tokenizer_dir() -> Path:
+    return world_dir() / "tokenizer"
+
+
+def build_tokenizer():
+    """The world's tokenizer, trained on generated problems only (every template)."""
+    texts = (f"{p.question_text} {p.solution_text}"
+             for p in P.problems(P.TOKENIZER_SEED, TOKENIZER_PROBLEMS, "unseen"))
+    return train_math_tokenizer(texts)
+
+
+def encode(tokenizer, batch: list[P.Problem]) -> torch.Tensor:
+    """Problems -> (B, SEQ_LEN) rows: [PAD]* [BOS] question | solution [EOS]*."""
+    q = tokenizer([p.question_text for p in batch], add_special_tokens=False)
+    s = tokenizer([p.solution_text for p in batch], add_special_tokens=False)
+    rows = torch.full((len(batch), SEQ_LEN), EOS_ID, dtype=torch.long)
+    for i, (qi, si) in enumerate(zip(q["input_ids"], s["input_ids"], strict=True)):
+        if len(qi) + 1 > PROMPT_LENGTH or len(si) + 1 > GEN_LENGTH:
+            raise ValueError(
+                f"problem too long for the layout ({len(qi)} question and "
+                f"{len(si)} solution tokens; at most {PROMPT_LENGTH - 1} and "
+                f"{GEN_LENGTH - 1})"
+            )
+        pad = PROMPT_LENGTH - 1 - len(qi)
+        rows[i, :pad] = PAD_ID
+        rows[i, pad] = BOS_ID
+        rows[i, pad + 1 : PROMPT_LENGTH] = torch.tensor(qi)
+        rows[i, PROMPT_LENGTH : PROMPT_LENGTH + len(si)] = torch.tensor(si)
+    return rows
+
+
+def sft_loss(model, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """LLaDA's SFT loss on the response (positions >= PROMPT_LENGTH) of (B, L) rows."""
+    B, L = x.shape
+    u = (torch.rand(1, generator=gen) + torch.arange(B) / B) % 1.0  # stratified t
+    t = (MIN_MASK_RATIO + (1 - MIN_MASK_RATIO) * u[torch.randperm(B, generator=gen)])
+    m = torch.rand(B, L, generator=gen) < t[:, None]
+    m[:, :PROMPT_LENGTH] = False
+    logits = model(x.masked_fill(m, MASK_ID), output_mask=m).logits  # (N, V)
+    ce = torch.nn.functional.cross_entropy(logits.float(), x[m], reduction="none")
+    return (ce / t[:, None].expand(B, L)[m]).sum() / (B * (L - PROMPT_LENGTH))
+
+
+@torch.no_grad()
+def response_accuracy(model, x: torch.Tensor, ratio: float, seed: int = 0) -> float:
+    """Held-out argmax accuracy at a fixed share of masked response positions."""
+    gen = torch.Generator().manual_seed(seed)
+    m = torch.zeros_like(x, dtype=torch.bool)
+    m[:, PROMPT_LENGTH - 1 :] = mask_exact(x[:, PROMPT_LENGTH - 1 :], ratio, gen)
+    logits = model(x.masked_fill(m, MASK_ID)).logits
+    return ((logits.argmax(-1) == x) & m).sum().item() / m.sum().item()
+
+
+def answer_of(tokenizer, ids) -> int | None:
+    """The integer after the first ``####`` of decoded ids (cut at [EOS]), or None."""
+    ids = [int(i) for i in ids]
+    if EOS_ID in ids:
+        ids = ids[: ids.index(EOS_ID)]
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    _, mark, rest = text.partition(P.ANSWER_MARK)
+    words = rest.split()
+    if not mark or not words or not words[0].isdigit():
+        return None
+    return int(words[0])
+
+
+def decode_config() -> DecodeConfig:
+    """The world's default decode: greedy, Fast-dLLM's threshold rule, blocks of 32."""
+    return DecodeConfig(gen_length=GEN_LENGTH, block_length=BLOCK_LENGTH,
+                        rule="threshold", threshold=THRESHOLD)
+
+
+@torch.no_grad()
+def answer_accuracy(model, tokenizer, batch: list[P.Problem], prompts: torch.Tensor):
+    """(exact final-answer accuracy, tokens per forward) of the default decode."""
+    result = generate(Denoiser(model, MASK_ID), prompts, decode_config())
+    hits = sum(answer_of(tokenizer, row) == p.answer
+               for row, p in zip(result.generated, batch, strict=True))
+    return hits / len(batch), result.mean_tokens_per_nfe
+
+
+def _step_generator(seed: int, step: int) -> torch.Generator:
+    return torch.Generator().manual_seed(1_000_003 * seed + step)
+
+
+def train(size: str, out: Path | None = None, steps: int | None = None,
+          stop_after: float | None = None, log=None, **overrides) -> Path | None:
+    """Train (or resume) ``math/<size>``; the saved folder, or None if stopped early."""
+    if size not in SIZES:
+        raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
+    unknown = set(overrides) - set(TRAIN_DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown training options {sorted(unknown)}; "
+                         f"known: {sorted(TRAIN_DEFAULTS)}")
+    hp = {**TRAIN_DEFAULTS, **overrides}
+    log = log or (lambda msg: print(msg, flush=True))
+    torch.set_num_threads(hp["threads"])
+    out = Path(out or world_dir() / size)
+    tok = load_tokenizer(tokenizer_dir())
+    held = P.problems(P.HELD_OUT_SEED, max(EVAL_PROBLEMS, DECODE_PROBLEMS), "test")
+    held_x = encode(tok, held[:EVAL_PROBLEMS])
+    decode_x = encode(tok, held[:DECODE_PROBLEMS])[:, :PROMPT_LENGTH]
+    ckpt_file = out / CHECKPOINT
+    torch.manual_seed(hp["seed"])
+    model = DLMForMaskedDiffusion(DLMConfig(
+        vocab_size=len(tok), max_position_embeddings=SEQ_LEN, **SIZES[size]))
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": hp["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=hp["lr"], betas=(0.9, 0.95))
+    start, history, seconds, running = 0, [], 0.0, None
+    if ckpt_file.exists():
+        ckpt = torch.load(ckpt_file, weights_only=False)
+        if ckpt["hyperparameters"] != hp or (steps and steps != ckpt["steps"]):
+            raise ValueError(f"{ckpt_file} was made with other settings "
+                             f"({ckpt['hyperparameters']}, {ckpt['steps']} steps); "
+                             "delete it to start again")
+        model.load_state_dict(ckpt["model"])
+        opt.load_state_dict(ckpt["optimizer"])
+        start, history, seconds = ckpt["step"], ckpt["history"], ckpt["seconds"]
+        running, steps = ckpt["running"], ckpt["steps"]
+        log(f"math/{size}: resuming at step {start} of {steps}")
+    steps = int(steps or STEPS[size])
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"math/{size}: {n_params / 1e6:.2f}M parameters, {steps} steps of "
+        f"{hp['batch_size']} fresh problems")
+    t0 = time.perf_counter() - seconds
+    session_start = time.perf_counter()
+
+    def evaluate(step):
+        model.eval()
+        rec = {"step": step, "problems_seen": step * hp["batch_size"],
+               "loss": running, "elapsed_s": round(time.perf_counter() - t0, 1)}
+        for r in EVAL_RATIOS:
+            rec[f"acc_{round(r * 100)}"] = response_accuracy(model, held_x, r)
+        if step % hp["decode_every"] == 0 or step == steps:
+            rec["answer_acc"], rec["tokens_per_nfe"] = answer_accuracy(
+                model, tok, held[:DECODE_PROBLEMS], decode_x)
+        model.train()
+        history.append(rec)
+        log(json.dumps(rec))
+
+    def checkpoint(step):
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = ckpt_file.with_suffix(".partial")
+        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                    "step": step, "steps": steps, "history": history,
+                    "running": running, "hyperparameters": hp,
+                    "seconds": time.perf_counter() - t0}, tmp)
+        tmp.replace(ckpt_file)
+
+    model.train()
+    for step in range(start, steps):
+        if step % hp["eval_every"] == 0 and step != start or step == 0:
+            evaluate(step)
+        if step % hp["checkpoint_every"] == 0 and step != start:
+            checkpoint(step)
+            if (stop_after is not None
+                    and time.perf_counter() - session_start >= stop_after):
+                log(f"math/{size}: stopped at step {step}; run again to resume")
+                return None
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, steps, hp["lr"], hp["warmup"])
+        batch = P.problems(P.train_seed(hp["seed"], step), hp["batch_size"], "train")
+        x = encode(tok, batch)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=hp["bf16"]):
+            loss = sft_loss(model, x, _step_generator(hp["seed"], step))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        value = loss.item()
+        running = value if running is None else 0.98 * running + 0.02 * value
+    evaluate(steps)
+    summary = {"world": "math", "size": size, "parameters": n_params,
+               "hyperparameters": hp, "steps": steps,
+               "problems_seen": steps * hp["batch_size"],
+               "prompt_length": PROMPT_LENGTH, "gen_length": GEN_LENGTH,
+               "train_seconds": round(time.perf_counter() - t0, 1),
+               "torch": torch.__version__, "final": history[-1]}
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        tmp = Path(tmp) / size
+        model.to(STORAGE_DTYPE).save_pretrained(tmp)
+        save_tokenizer(tok, tmp)
+        (tmp / "train_log.jsonl").write_text(
+            "".join(json.dumps(h) + "\n" for h in history))
+        (tmp / "training.json").write_text(json.dumps(summary, indent=1) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", choices=sorted(SIZES))
+    p.add_argument("--tokenizer", action="store_true", help="re-create the tokenizer")
+    p.add_argument("--out", type=Path)
+    p.add_argument("--steps", type=int, help="total steps (default: STEPS[size])")
+    p.add_argument("--stop-after", type=float, metavar="SECONDS",
+                   help="end at the first checkpoint after SECONDS (resume later)")
+    for k, v in TRAIN_DEFAULTS.items():
+        if isinstance(v, bool):
+            p.add_argument(f"--{k.replace('_', '-')}", default=v,
+                           action=argparse.BooleanOptionalAction)
+        else:
+            p.add_argument(f"--{k.replace('_', '-')}", type=type(v), default=v)
+    a = p.parse_args(argv)
+    if not (a.tokenizer or a.size):
+        p.error("give --size and/or --tokenizer")
+    if a.tokenizer:
+        tok = build_tokenizer()
+        save_tokenizer(tok, a.out or tokenizer_dir())
+        print(f"tokenizer with {len(tok)} tokens saved to {a.out or tokenizer_dir()}")
+    if a.size:
+        hp = {k: getattr(a, k) for k in TRAIN_DEFAULTS}
+        saved = train(a.size, a.out, steps=a.steps, stop_after=a.stop_after, **hp)
+        print(f"saved {saved}" if saved else "stopped at a checkpoint")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""The ``math`` world: generated grade-school word problems (SPEC.md section 6).
+
+(The module is named after GSM8K, not ``math``, which would shadow the standard
+library's module for a reader running files from this folder.)
+
+Text source: ``training.problems``, a seeded grammar of GSM8K-shaped problems;
+tokenizer: a WordPiece trained on generated text only, numbers spelled digit by
+digit (``data/models/math/tokenizer``); roles: exact, from the grammar. Every
+word the grammar writes is a number, a name, an object, a symbol or a template
+word, and the grammar's word lists are disjoint, so a word's role is a function
+of its spelling: numbers, names and objects are content; template words are
+function words; symbols (``. , ? + - * / = ####``) are punctuation (glue). A
+word outside the grammar's lists (a model may spell one) counts as a function
+word. Prompts: held-out questions (``problems.HELD_OUT_SEED``), left-padded with
+``[PAD]`` to ``PROMPT_LENGTH`` as in training; ladder: ``dlmspec/math/small``,
+``base``, ``large``; default decode: greedy, 96 tokens in blocks of 32, Fast-dLLM's
+threshold 0.9.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..measures.tagger import CONTENT, FUNCTION, PUNCT, SPECIAL
+from ..training import problems as P
+from ..training import train_math
+from .world import World
+
+ROLE_CLASS = {P.NUMBER: CONTENT, P.NAME: CONTENT, P.OBJECT: CONTENT,
+              P.SYMBOL: PUNCT, P.WORD: FUNCTION}
+_NAMES, _OBJECTS = frozenset(P.NAMES), frozenset(P.OBJECTS + P.CONTAINERS)
+
+
+def word_role(word: str) -> str:
+    """The grammar's role of one word, from its spelling."""
+    if word.isdigit():
+        return P.NUMBER
+    if word in _NAMES:
+        return P.NAME
+    if word in _OBJECTS:
+        return P.OBJECT
+    if word in P.SYMBOLS:
+        return P.SYMBOL
+    return P.WORD
+
+
+def token_roles(tokenizer, ids) -> list[str]:
+    """Per token id: its word's role (``problems.ROLES``), or ``special``."""
+    from ..training.tokenizer import word_ids, words_of
+
+    ids = [int(i) for i in ids]
+    roles = [word_role(w) for w in words_of(tokenizer, ids)]
+    return [SPECIAL if w < 0 else roles[w] for w in word_ids(tokenizer, ids)]
+
+
+@dataclass(frozen=True)
+class MathWorld(World):
+    def tokenizer(self):
+        from ..training.tokenizer import load_tokenizer
+
+        return load_tokenizer(train_math.tokenizer_dir())
+
+    def token_classes(self, tokenizer, ids) -> list[str]:
+        return [r if r == SPECIAL else ROLE_CLASS[r]
+                for r in token_roles(tokenizer, ids)]
+
+    def problems(self, n: int, split: str = "test") -> list[P.Problem]:
+        """The first ``n`` held-out problems (``"unseen"``: of unseen templates)."""
+        seed = P.UNSEEN_SEED if split == "unseen" else P.HELD_OUT_SEED
+        return P.problems(seed, n, split)
+
+    def prompts(self, tokenizer, n: int, seed: int = 0) -> torch.Tensor:
+        """(n, PROMPT_LENGTH) held-out questions; ``seed`` picks which n (seed 0:
+        the first n, seed s: the s-th following n of the held-out stream)."""
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        batch = self.problems((seed + 1) * n)[seed * n:]
+        return train_math.encode(tokenizer, batch)[:, : train_math.PROMPT_LENGTH]
+
+
+MATH = MathWorld(
+    name="math",
+    title="grade-school math",
+    ladder=("dlmspec/math/small", "dlmspec/math/base", "dlmspec/math/large"),
+    draft="dlmspec/math/small",
+    target="dlmspec/math/base",
+    strong="dlmspec/math/large",
+    decode=dict(gen_length=train_math.GEN_LENGTH, block_length=train_math.BLOCK_LENGTH,
+                threshold=train_math.THRESHOLD),
+)

@@ -1,0 +1,159 @@
+"""The math world: its tokenizer, roles, prompts, training layout and resume."""
+
+import json
+
+import pytest
+import torch
+
+from dlmspec_min.measures.tagger import FUNCTION, PUNCT, SPECIAL
+from dlmspec_min.training import problems as P
+from dlmspec_min.training import train_math as T
+from dlmspec_min.training.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    MASK_ID,
+    PAD_ID,
+    continues_word,
+    words_of,
+)
+from dlmspec_min.worlds import get_world
+from dlmspec_min.worlds.gsm import ROLE_CLASS, token_roles, word_role
+
+WORLD = get_world("math")
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return WORLD.tokenizer()
+
+
+@pytest.fixture(scope="module")
+def held():
+    return WORLD.problems(300)
+
+
+def test_every_grammar_word_is_one_token_and_numbers_are_digits(tok):
+    words = {w for q, lines in P.TEMPLATES.values() for line in [q, *lines]
+             for w in line.split() if not w.startswith("{")}
+    for w in sorted(words | set(P.NAMES) | set(P.OBJECTS) | set(P.CONTAINERS)):
+        ids = tok(w, add_special_tokens=False)["input_ids"]
+        assert len(ids) == 1, (w, tok.convert_ids_to_tokens(ids))
+    ids = tok("4096", add_special_tokens=False)["input_ids"]
+    assert tok.convert_ids_to_tokens(ids) == ["4", "##0", "##9", "##6"]
+    assert continues_word(tok, ids) == [False, True, True, True]
+    assert not any(any(ch.isdigit() for ch in piece) and piece.lstrip("#") not in
+                   P.ANSWER_MARK + "0123456789" for piece in tok.get_vocab())
+
+
+def test_token_counts_words_and_decode_round_trip(tok, held):
+    for p in held:
+        q = tok(p.question_text, add_special_tokens=False)["input_ids"]
+        s = tok(p.solution_text, add_special_tokens=False)["input_ids"]
+        assert len(q) == P.n_tokens(p.question) and len(s) == P.n_tokens(p.solution)
+        assert words_of(tok, q + s) == [w for w, _ in p.question + p.solution]
+        assert " ".join(tok.decode(s).split()) == " ".join(p.solution_text.split())
+
+
+def test_token_roles_are_the_grammar_roles(tok, held):
+    for p in held:
+        words = p.question + p.solution
+        ids = tok([w for w, _ in words], is_split_into_words=True,
+                  add_special_tokens=False)
+        expected = [words[w][1] for w in ids.word_ids()]
+        assert token_roles(tok, ids["input_ids"]) == expected
+        classes = WORLD.token_classes(tok, [BOS_ID, *ids["input_ids"], EOS_ID])
+        assert classes[0] == classes[-1] == SPECIAL
+        assert classes[1:-1] == [ROLE_CLASS[r] for r in expected]
+    assert word_role("Mia") == P.NAME and word_role("17") == P.NUMBER
+    assert word_role("stamps") == P.OBJECT and word_role("####") == P.SYMBOL
+    assert word_role("xyzzy") == P.WORD
+    assert (ROLE_CLASS[P.WORD], ROLE_CLASS[P.SYMBOL]) == (FUNCTION, PUNCT)
+
+
+def test_anchors_are_content_words_at_their_first_piece(tok):
+    ids = torch.tensor([tok("Mia has 305 stamps . #### 305",
+                            add_special_tokens=False)["input_ids"]])
+    pieces = tok.convert_ids_to_tokens(ids[0])
+    word = WORLD.anchor_mask(tok, ids, "word")[0].tolist()
+    piece = WORLD.anchor_mask(tok, ids, "piece")[0].tolist()
+    assert [p for p, a in zip(pieces, word, strict=True) if a] == ["Mia", "3", "stamps",
+                                                                   "3"]
+    assert sum(piece) == 8  # every digit piece of both numbers, the name and object
+    assert WORLD.content_mask(tok, ids)[0].tolist() == piece
+    with pytest.raises(ValueError, match="unknown anchor unit"):
+        WORLD.anchor_mask(tok, ids, "letter")
+
+
+def test_prompts_are_left_padded_held_out_questions(tok):
+    x = WORLD.prompts(tok, 4)
+    assert x.shape == (4, T.PROMPT_LENGTH)
+    for row, p in zip(x, WORLD.problems(4), strict=True):
+        row = row.tolist()
+        b = row.index(BOS_ID)
+        assert set(row[:b]) <= {PAD_ID} and tok.decode(row[b + 1 :]) == p.question_text
+    assert torch.equal(WORLD.prompts(tok, 2, seed=1), x[2:4])
+    with pytest.raises(ValueError, match="n must be"):
+        WORLD.prompts(tok, 0)
+
+
+def test_encode_layout_and_the_loss_sees_only_the_response(tok, held):
+    x = T.encode(tok, held[:8])
+    assert x.shape == (8, T.SEQ_LEN) and (x[:, T.PROMPT_LENGTH - 1] != PAD_ID).all()
+    assert (x[:, -1] == EOS_ID).all()
+    for row, p in zip(x, held[:8], strict=True):
+        assert T.answer_of(tok, row[T.PROMPT_LENGTH:]) == p.answer
+
+    class Spy(torch.nn.Module):
+        def forward(self, inp, output_mask=None):
+            self.inp, self.mask = inp, output_mask
+            return type("O", (), {"logits": torch.zeros(int(output_mask.sum()), 900)})
+
+    spy = Spy()
+    T.sft_loss(spy, x, torch.Generator().manual_seed(0))
+    assert not spy.mask[:, : T.PROMPT_LENGTH].any() and spy.mask.any()
+    assert torch.equal(spy.inp[:, : T.PROMPT_LENGTH], x[:, : T.PROMPT_LENGTH])
+    assert (spy.inp[spy.mask] == MASK_ID).all()
+
+
+def test_answer_of_reads_the_first_answer_line(tok):
+    enc = tok("Mia has 3 + 4 = 7 stamps . #### 7", add_special_tokens=False)
+    assert T.answer_of(tok, enc["input_ids"] + [EOS_ID, 9, 9]) == 7
+    assert T.answer_of(tok, tok("Mia has 7 stamps .")["input_ids"]) is None
+    assert T.answer_of(tok, tok("#### stamps")["input_ids"]) is None
+
+
+def test_resume_gives_the_same_weights_as_one_run(tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "EVAL_PROBLEMS", 8)
+    monkeypatch.setattr(T, "DECODE_PROBLEMS", 4)
+    monkeypatch.setitem(T.SIZES, "small", dict(hidden_size=32, num_hidden_layers=1,
+                                               num_attention_heads=2,
+                                               intermediate_size=64))
+    hp = dict(batch_size=4, eval_every=2, decode_every=4, checkpoint_every=2,
+              warmup=2)
+    quiet = lambda msg: None  # noqa: E731
+    one = T.train("small", tmp_path / "one", steps=6, log=quiet, **hp)
+    assert T.train("small", tmp_path / "two", steps=6, stop_after=0.0, log=quiet,
+                   **hp) is None
+    assert (tmp_path / "two" / T.CHECKPOINT).exists()
+    two = T.train("small", tmp_path / "two", log=quiet, **hp)
+    assert not (two / T.CHECKPOINT).exists()
+    from safetensors.torch import load_file
+
+    a, b = load_file(one / "model.safetensors"), load_file(two / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    log_one = (one / "train_log.jsonl").read_text().splitlines()
+    log_two = (two / "train_log.jsonl").read_text().splitlines()
+    strip = lambda lines: [{k: v for k, v in json.loads(x).items()  # noqa: E731
+                            if k != "elapsed_s"} for x in lines]
+    assert strip(log_one) == strip(log_two)
+    assert [r["step"] for r in strip(log_one)] == [0, 2, 4, 6]
+    assert "answer_acc" in strip(log_one)[-1]
+    summary = json.loads((one / "training.json").read_text())
+    assert summary["steps"] == 6 and summary["world"] == "math"
+    # a checkpoint resumes only under the settings it was made with
+    assert T.train("small", tmp_path / "three", steps=6, stop_after=0.0, log=quiet,
+                   **hp) is None
+    with pytest.raises(ValueError, match="other settings"):
+        T.train("small", tmp_path / "three", steps=8, log=quiet, **hp)
+    with pytest.raises(ValueError, match="other settings"):
+        T.train("small", tmp_path / "three", log=quiet, **{**hp, "lr": 0.1})
