@@ -139,6 +139,9 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "n_texts": _positive_int,
     "n_heldout": _positive_int,
     "regime_samples": _positive_int,
+    "math_problems": _positive_int,  # held-out problems per math model (00)
+    "math_unseen": _positive_int,  # held-out problems of unseen templates (00)
+    "math_regime_problems": _positive_int,  # problems of the math regime table (00)
     "gen_length": _positive_int,
     "block_length": _positive_int,
     "prompt_length": _nonneg_int,

@@ -1,0 +1,266 @@
+"""The models page, math world (notebook 00): the generator, the ladder, the regime.
+
+Every figure is measured here on held-out problems (``problems.HELD_OUT_SEED``,
+never drawn in training) with the world's default decode: greedy, 96 tokens in
+blocks of 32, Fast-dLLM's threshold rule at 0.9 (``worlds.gsm``).
+
+- **Ladder**: per model, exact final-answer accuracy (the number after the
+  first ``####`` of the text before the first ``[EOS]`` equals the answer), with
+  a 95 % bootstrap interval over problems; the same on problems written with
+  templates never used in training (``problems.UNSEEN_TEMPLATES``), a
+  generalisation figure.
+- **Text that ends**: the share of decodes whose text ends with ``#### n``
+  followed by ``[EOS]``, and the share whose text is empty (``[EOS]`` first).
+- **Regime** (on the claims' target, ``math/base``): tokens per forward of the
+  threshold decode over the whole generated window, with its interval; and
+  LLaDA's baseline and every accelerator the claims measure against, each
+  decode cut at its first ``[EOS]`` into text and tail
+  (``measures.regime``), with its answer accuracy.
+
+A model of the ladder that is not trained yet (no weights in ``data/models``) is
+reported as missing, its figures NaN, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pandas as pd
+import torch
+
+from ..decoding.config import DecodeConfig
+from ..decoding.decode import generate
+from ..decoding.denoisers import ModelNotAvailableError, load_denoiser
+from ..measures import regime, stats
+from ..paths import models_dir
+from ..ssld import accelerators
+from ..training import problems as P
+from ..training import train_math
+from ..training.tokenizer import EOS_ID
+from ..worlds import get_world
+from .common import Measurement
+
+WORLD = get_world("math")
+SIZES = tuple(name.rsplit("/", 1)[1] for name in WORLD.ladder)  # small, base, large
+BASELINE = "baseline (one token per forward)"
+N_SHOWN = 3  # problems shown with each model's solution
+
+
+def load_ladder(sizes=SIZES, *, device: str = "cpu", dtype: str | None = "float32",
+                device_map: str | None = "none") -> dict[str, Any]:
+    """size -> denoiser for every trained model of the ladder; None where missing."""
+    out = {}
+    for s in sizes:
+        try:
+            out[s] = load_denoiser(f"dlmspec/math/{s}", device=device, dtype=dtype,
+                                   device_map=device_map)[0]
+        except ModelNotAvailableError:
+            out[s] = None
+    return out
+
+
+def generator_table() -> pd.DataFrame:
+    """What the grammar draws from: templates per part, word lists, number ranges."""
+    held = set(P.UNSEEN_TEMPLATES)
+    rows = [(part, len(names), len(set(names) & held), ", ".join(sorted(names)))
+            for part, names in (("openings", P.OPENINGS), ("events", P.EVENTS),
+                                ("questions", P.QUESTIONS))]
+    out = pd.DataFrame(rows, columns=["part", "templates", "never trained on",
+                                      "names"]).set_index("part")
+    return out
+
+
+def ranges_table() -> pd.DataFrame:
+    rows = [("names", f"{len(P.NAMES)} first names"),
+            ("objects", f"{len(P.OBJECTS)} plural nouns, {len(P.CONTAINERS)} "
+                        "containers"),
+            ("steps", f"{P.MIN_STEPS} to {P.MAX_STEPS} arithmetic sentences"),
+            ("opening count", f"{P.START[0]} to {P.START[1]}"),
+            ("added or subtracted", f"{P.ADD[0]} to {P.ADD[1]}"),
+            ("factors, divisors, groups, days", f"{P.FACTOR[0]} to {P.FACTOR[1]}"),
+            ("group size", f"{P.GROUP[0]} to {P.GROUP[1]}"),
+            ("every intermediate result", f"an integer in [0, {P.MAX_VALUE:,}]"),
+            ("held-out seed", repr(P.HELD_OUT_SEED)),
+            ("training seeds", repr(P.train_seed(0, 0)) + " ... (one per step)")]
+    return pd.DataFrame(rows, columns=["what", "range"]).set_index("what")
+
+
+def answer_text(tokenizer, row) -> str:
+    """The decoded text before the first ``[EOS]``, specials dropped."""
+    return tokenizer.decode(regime.cut_at_eos([row], EOS_ID)[0],
+                            skip_special_tokens=True).strip()
+
+
+def grade(tokenizer, generated: torch.Tensor, batch: list[P.Problem]) -> pd.DataFrame:
+    """Per decode: correct (exact final answer), ended (``#### n`` then
+    ``[EOS]``) and no_text (nothing before ``[EOS]``)."""
+    rows = []
+    for ids, p in zip(generated.tolist(), batch, strict=True):
+        text = regime.cut_at_eos([ids], EOS_ID)[0]
+        words = tokenizer.decode(text, skip_special_tokens=True).split()
+        ended = (EOS_ID in ids and len(words) >= 2 and words[-2] == P.ANSWER_MARK
+                 and words[-1].isdigit())
+        rows.append(dict(correct=train_math.answer_of(tokenizer, ids) == p.answer,
+                         ended=ended, no_text=not text, steps=p.steps))
+    return pd.DataFrame(rows)
+
+
+def _decode(model, prompts: torch.Tensor, config: DecodeConfig, batch_size: int):
+    """One decode in batches (the result's rows in order); greedy, so batching
+    does not change tokens."""
+    results = [generate(model, prompts[i:i + batch_size], config)
+               for i in range(0, len(prompts), batch_size)]
+    return (torch.cat([r.generated for r in results]),
+            torch.cat([r.nfe for r in results]), results)
+
+
+def _interval(flags, n_boot: int, seed: int) -> tuple[float, float, float]:
+    return stats.mean_bootstrap(pd.Series(flags).to_numpy(float), n_boot, seed)
+
+
+def training_logs(sizes=SIZES) -> pd.DataFrame:
+    """Every trained model's log (one row per evaluation), with its size."""
+    frames = []
+    for s in sizes:
+        f = models_dir() / "math" / s / "train_log.jsonl"
+        if f.exists():
+            recs = [json.loads(line) for line in f.read_text().splitlines()]
+            frames.append(pd.DataFrame(recs).assign(model=s))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def training_table(sizes=SIZES) -> pd.DataFrame:
+    rows = []
+    for s in sizes:
+        f = models_dir() / "math" / s / "training.json"
+        if not f.exists():
+            rows.append(dict(model=s, status="not trained yet"))
+            continue
+        t = json.loads(f.read_text())
+        rows.append(dict(model=s, status="trained",
+                         **{"parameters (M)": round(t["parameters"] / 1e6, 2),
+                            "steps": t["steps"], "problems seen": t["problems_seen"],
+                            "training minutes": round(t["train_seconds"] / 60, 1)}))
+    return pd.DataFrame(rows).set_index("model")
+
+
+def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
+            n_unseen: int = 200, regime_problems: int = 64, n_bootstrap: int = 2000,
+            seed: int = 0, batch_size: int = 64, device: str = "cpu") -> Measurement:
+    """Everything the models page measures in the math world (module docstring).
+
+    ``models``: size -> denoiser or None (``load_ladder``). Values are glued as
+    ``m_math_*``; a missing model's figures are NaN.
+    """
+    for name, n in [("n_problems", n_problems), ("n_unseen", n_unseen),
+                    ("regime_problems", regime_problems), ("batch_size", batch_size)]:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
+    v: dict[str, Any] = {}
+    tables: dict[str, Any] = {"generator": generator_table(), "ranges": ranges_table(),
+                              "training": training_table(list(models))}
+    arrays: dict[str, Any] = {"logs": training_logs(list(models))}
+    held = WORLD.problems(n_problems)
+    unseen = WORLD.problems(n_unseen, "unseen")
+    prompts = WORLD.prompts(tokenizer, n_problems).to(device)
+    unseen_prompts = train_math.encode(tokenizer, unseen)[:, :train_math.PROMPT_LENGTH]
+    config = train_math.decode_config()
+    v["m_math_n_problems"], v["m_math_n_unseen"] = n_problems, n_unseen
+    v["m_math_templates"] = len(P.TEMPLATES)
+    v["m_math_unseen_templates"] = len(P.UNSEEN_TEMPLATES)
+    v["m_math_gen_length"], v["m_math_block_length"] = config.gen_length, \
+        config.block_length
+    v["m_math_threshold"] = config.threshold
+    ladder, shown = [], {}
+    for size, model in models.items():
+        k = f"m_math_{size}"
+        if model is None:
+            for key in ("answer_acc", "answer_acc_lo", "answer_acc_hi",
+                        "unseen_answer_acc", "tokens_per_nfe"):
+                v[f"{k}_{key}"] = math.nan
+            ladder.append(dict(model=size, status="not trained yet"))
+            continue
+        gen, nfe, _ = _decode(model, prompts, config, batch_size)
+        graded = grade(tokenizer, gen.cpu(), held)
+        acc = _interval(graded.correct, n_bootstrap, seed)
+        v[f"{k}_answer_acc"], v[f"{k}_answer_acc_lo"], v[f"{k}_answer_acc_hi"] = acc
+        tpf = stats.ratio_bootstrap([config.gen_length] * len(nfe),
+                                    nfe.cpu().numpy(), n_bootstrap, seed)
+        v[f"{k}_tokens_per_nfe"] = tpf[0]
+        ugen, _, _ = _decode(model, unseen_prompts.to(device), config, batch_size)
+        v[f"{k}_unseen_answer_acc"] = float(
+            grade(tokenizer, ugen.cpu(), unseen).correct.mean())
+        by_steps = graded.groupby("steps").correct.mean()
+        ladder.append(dict(model=size, status="trained",
+                           **{"answer accuracy": acc[0], "low": acc[1], "high": acc[2],
+                              "unseen templates": v[f"{k}_unseen_answer_acc"],
+                              "tokens per forward": tpf[0],
+                              "ended": graded.ended.mean(),
+                              "no text": graded.no_text.mean()},
+                           **{f"{s} steps": by_steps.get(s, math.nan)
+                              for s in range(P.MIN_STEPS, P.MAX_STEPS + 1)}))
+        shown[size] = [answer_text(tokenizer, row) for row in gen[:N_SHOWN].tolist()]
+        if size == "base":  # the claims' target: the regime and the ending
+            v["m_math_threshold_tokens_per_nfe"] = tpf[0]
+            v["m_math_threshold_tokens_per_nfe_lo"] = tpf[1]
+            v["m_math_threshold_tokens_per_nfe_hi"] = tpf[2]
+            v["m_math_ended_share"] = float(graded.ended.mean())
+            v["m_math_empty_share"] = float(graded.no_text.mean())
+    tables["ladder"] = pd.DataFrame(ladder).set_index("model")
+    tables["examples"] = pd.DataFrame(
+        {"question": [p.question_text for p in held[:N_SHOWN]],
+         "reference": [p.solution_text for p in held[:N_SHOWN]],
+         **{f"{s} decodes": t for s, t in shown.items()}})
+    if models.get("base") is None:
+        for key in ("threshold_tokens_per_nfe", "threshold_tokens_per_nfe_lo",
+                    "threshold_tokens_per_nfe_hi", "ended_share", "empty_share"):
+            v[f"m_math_{key}"] = math.nan
+    else:
+        tables["regime"] = regime_table(models["base"], tokenizer, held,
+                                        prompts, regime_problems, n_bootstrap, seed,
+                                        batch_size)
+        best = tables["regime"].drop(index=BASELINE).tokens_per_forward.idxmax()
+        v["m_math_regime_strongest"] = best
+        v["m_math_regime_strongest_tpf"] = float(
+            tables["regime"].loc[best, "tokens_per_forward"])
+        v["m_math_regime_strongest_text_fraction"] = float(
+            tables["regime"].loc[best, "text_fraction"])
+    return Measurement(v, tables, arrays)
+
+
+def regime_table(target, tokenizer, held, prompts, n: int, n_bootstrap: int,
+                 seed: int, batch_size: int) -> pd.DataFrame:
+    """LLaDA's baseline and every accelerator, greedy, on the first ``n`` held-out
+    questions: tokens per forward (text and tail) and answer accuracy."""
+    config = train_math.decode_config()
+    G, bl = config.gen_length, config.block_length
+    configs = {BASELINE: DecodeConfig(gen_length=G, block_length=bl, steps=G),
+               **accelerators.accelerators(G, bl, config.threshold, 0.0,
+                                           supports_cache=target.supports_cache)}
+    runs, acc = {}, {}
+    for name, cfg in configs.items():
+        gen, _, results = _decode(target, prompts[:n], cfg, batch_size)
+        runs[name] = _merge(results)
+        acc[name] = float(grade(tokenizer, gen.cpu(), held[:n]).correct.mean())
+    table = regime.regime_table(runs, EOS_ID, n_bootstrap, seed)
+    table["answer_accuracy"] = pd.Series(acc)
+    return table
+
+
+def _merge(results):
+    """One ``DecodeResult``-like view of batched results (what ``regime`` reads)."""
+    if len(results) == 1:
+        return results[0]
+    width = max(r.committed_per_step.shape[1] for r in results)
+
+    class Merged:
+        generated = torch.cat([r.generated for r in results])
+        nfe = torch.cat([r.nfe for r in results])
+        commit_step = torch.cat([r.commit_step for r in results])
+        committed_per_step = torch.cat([torch.nn.functional.pad(
+            r.committed_per_step, (0, width - r.committed_per_step.shape[1]))
+            for r in results])
+
+    return Merged()

@@ -1,0 +1,70 @@
+"""The models page's math-world measurement on tiny random models."""
+
+import math
+
+import pytest
+import torch
+
+from dlmspec_min.decoding.denoisers import Denoiser
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.experiments import math_models as page
+from dlmspec_min.training import train_math
+from dlmspec_min.training.tokenizer import EOS_ID, MASK_ID
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return page.WORLD.tokenizer()
+
+
+def tiny(tok, seed=0):
+    torch.manual_seed(seed)
+    cfg = DLMConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32,
+                    num_hidden_layers=1, num_attention_heads=2,
+                    max_position_embeddings=train_math.SEQ_LEN)
+    return Denoiser(DLMForMaskedDiffusion(cfg), MASK_ID)
+
+
+def test_grade_reads_answers_endings_and_empty_texts(tok):
+    problems = page.WORLD.problems(3)
+    def row(text):
+        ids = tok(text, add_special_tokens=False)["input_ids"] if text else []
+        return ids + [EOS_ID] * (12 - len(ids))
+    gen = torch.tensor([row(f"#### {problems[0].answer}"), row("Mia has 4 . #### 1"),
+                        row("")])
+    g = page.grade(tok, gen, problems)
+    assert g.correct.tolist() == [True, problems[1].answer == 1, False]
+    assert g.ended.tolist() == [True, True, False]
+    assert g.no_text.tolist() == [False, False, True]
+    no_eos = torch.tensor([tok(f"#### {problems[0].answer}",
+                               add_special_tokens=False)["input_ids"]])
+    assert not page.grade(tok, no_eos, problems[:1]).ended.item()
+
+
+def test_measure_on_tiny_models_reports_a_missing_one(tok):
+    models = {"small": tiny(tok, 0), "base": tiny(tok, 1), "large": None}
+    r = page.measure(models, tok, n_problems=6, n_unseen=4, regime_problems=3,
+                     n_bootstrap=50, batch_size=4)
+    v = r.values
+    for key in ("m_math_small_answer_acc", "m_math_base_answer_acc",
+                "m_math_threshold_tokens_per_nfe", "m_math_ended_share"):
+        assert 0 <= v[key] <= (96 if "tokens" in key else 1), key
+    k = "m_math_threshold_tokens_per_nfe"
+    assert v[f"{k}_lo"] <= v[k] <= v[f"{k}_hi"]
+    assert math.isnan(v["m_math_large_answer_acc"])
+    assert r.tables["ladder"].loc["large", "status"] == "not trained yet"
+    reg = r.tables["regime"]
+    assert page.BASELINE in reg.index and len(reg) >= 3
+    assert reg.loc[page.BASELINE, "tokens_per_forward"] == pytest.approx(1.0)
+    assert reg.answer_accuracy.between(0, 1).all()
+    assert list(r.tables["examples"].columns[:2]) == ["question", "reference"]
+    assert r.tables["generator"].templates.sum() == v["m_math_templates"] >= 40
+    with pytest.raises(ValueError, match="n_problems must be"):
+        page.measure(models, tok, n_problems=0)
+
+
+def test_without_base_the_regime_figures_are_nan(tok):
+    r = page.measure({"small": tiny(tok), "base": None, "large": None}, tok,
+                     n_problems=2, n_unseen=2, n_bootstrap=20)
+    assert math.isnan(r["m_math_threshold_tokens_per_nfe"])
+    assert math.isnan(r["m_math_ended_share"]) and "regime" not in r.tables
