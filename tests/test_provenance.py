@@ -47,6 +47,9 @@ def test_every_component_moves_the_fingerprint(tmp_path):
     base = provenance.components(root, models)
     parts, _ = append_line(root / "book" / "claims.yml")
     assert parts == {"registry"}
+    base = provenance.components(root, models)  # a training run in progress: not read
+    parts, _ = append_line(models / "m" / "checkpoint.pt")
+    assert parts == set()
 
 
 def test_pinned_packages_are_read_from_pyproject():

@@ -6,7 +6,9 @@ data or a pinned package would leave every number of the book as it was. The
 fingerprint closes that gap: a sha256 over
 
 - ``code``: every ``dlmspec_min/**/*.py`` (path and bytes);
-- ``models``: every file under the models folder (weights, tokenizer, logs);
+- ``models``: every file under the models folder (weights, tokenizer, logs),
+  but a training run's checkpoint (``NOT_FINGERPRINTED``: a run in progress,
+  which no page reads);
 - ``fetched``: the pinned hashes of the fetched files (the Brown tarball and
   its unpacked tree, the judge's GGUF);
 - ``registry``: ``book/claims.yml`` (keys, ranges, verdict rules);
@@ -76,12 +78,17 @@ def _fetched_pins() -> str:
                      judge.SMOLLM2_GGUF_SHA256])
 
 
+# an unfinished training run's state (training/train_math.py): no page reads it
+NOT_FINGERPRINTED = frozenset({"checkpoint.pt", "checkpoint.partial"})
+
+
 def components(root: Path = REPO_ROOT, models: Path | None = None) -> dict[str, str]:
     """The digest of each part the numbers depend on (see the module docstring)."""
     root = Path(root)
     models = Path(models) if models is not None else models_dir()
     package = root / "dlmspec_min"
-    model_files = [f for f in models.rglob("*") if f.is_file()]
+    model_files = [f for f in models.rglob("*")
+                   if f.is_file() and f.name not in NOT_FINGERPRINTED]
     registry = root / "book" / "claims.yml"
     versions = "|".join(f"{n}=={_installed(n)}" for n in pinned_packages(root))
     return {
