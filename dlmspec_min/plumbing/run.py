@@ -12,7 +12,10 @@ The MyST text notebook is read with jupytext and executed with papermill into
 ``_build/papermill/<name>.ipynb`` (parameters injected after the ``parameters``
 cell). Names, types and values are checked before anything runs: an unknown
 name, a bad value, a malformed parameters file or an unreadable notebook is one
-line on stderr and exit code 2. Several ``-f`` files apply in order (later
+line on stderr and exit code 2, and so is what this machine cannot run (a
+device or dtype it lacks, a model's own code without ``trust_remote_code``, a
+model missing from the local Hugging Face cache: ``preflight``), before any
+kernel starts. Several ``-f`` files apply in order (later
 ones win), then ``-F`` files, then ``-p``. A ``-F`` file is one set of
 overrides for every notebook (``make paper``'s ``PAPER_OVERRIDES``): names this
 notebook does not take are skipped, not refused. The notebook executes into a
@@ -33,7 +36,7 @@ from pathlib import Path
 import yaml
 
 from ..paths import REPO_ROOT
-from . import claims, params
+from . import claims, params, preflight
 from .seeds import check_plan
 
 OUT_DIR = REPO_ROOT / "_build" / "papermill"
@@ -120,15 +123,20 @@ def resolve(
     return out
 
 
-def check_relations(notebook_params: dict[str, dict], values: dict[str, object]):
-    """The constraints between parameters, on the defaults overridden by ``values``."""
-    merged = {}
+def with_defaults(notebook_params: dict[str, dict], values: dict[str, object]) -> dict:
+    """The notebook's defaults overridden by ``values``: what the run will use."""
+    out = {}
     for name, p in notebook_params.items():
         try:
-            merged[name] = ast.literal_eval(str(p.get("default")))
+            out[name] = ast.literal_eval(str(p.get("default")))
         except (ValueError, SyntaxError):
-            merged[name] = p.get("default")
-    merged.update(values)
+            out[name] = p.get("default")
+    return {**out, **values}
+
+
+def check_relations(notebook_params: dict[str, dict], values: dict[str, object]):
+    """The constraints between parameters, on the defaults overridden by ``values``."""
+    merged = with_defaults(notebook_params, values)
     try:
         params.check_relations(merged)
     except ValueError as e:
@@ -138,6 +146,17 @@ def check_relations(notebook_params: dict[str, dict], values: dict[str, object])
             prepare_runs(*(merged[n] for n in SEED_PLAN), claims.load_registry())
         except ValueError as e:
             raise ParameterError(f"parameters {', '.join(SEED_PLAN)}: {e}") from None
+
+
+def check_machine(notebook_params: dict[str, dict], values: dict[str, object],
+                  gpus=None, env=None):
+    """What this machine cannot run (``preflight.check``: device, dtype, remote
+    code, the local model cache), on the defaults overridden by ``values``;
+    ``gpus``: the GPUs the run will see (default: the visible ones)."""
+    try:
+        preflight.check(with_defaults(notebook_params, values), gpus, env)
+    except ValueError as e:
+        raise ParameterError(str(e)) from None
 
 
 def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=()):
@@ -310,6 +329,7 @@ def main(argv=None) -> int:
     try:
         values = gather(declared, a.parameters_file, a.shared_parameters_file,
                         a.parameter)
+        check_machine(declared, values)
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_PARAMETER
