@@ -33,12 +33,12 @@ data: setup
 # weights, fetched data, registry, pinned packages) is executed again by the
 # book's freshness extension. A build that did not finish (interrupted, failed)
 # leaves no _build/.complete stamp, so the next one re-writes every page (--all;
-# the execution cache still serves what executed in full).
+# the execution cache still serves what executed in full). SIGINT or SIGTERM
+# ends every worker and kernel the build started (dlmspec_min/plumbing/bookbuild.py;
+# one command per recipe line, so that make's SIGTERM reaches it).
 book: data
 	@echo "== executing every notebook and building the HTML book"
-	@full=$$(test -f _build/.complete || echo --all); rm -f _build/.complete; \
-	$(VENV)/bin/jupyter-book build . -W --keep-going $$full; \
-	touch _build/.complete
+	$(PY) -m dlmspec_min.plumbing.bookbuild . -W --keep-going
 	@echo "== the book is at file://$(CURDIR)/_build/html/index.html"
 
 # The paper-scale run (a GPU and the paper's models needed; see README): every

@@ -10,7 +10,8 @@
    -f PROFILE -F OVERRIDES -o OUT/notebooks/NN_name.ipynb``), in its own process.
    With ``DLMSPEC_ALLOW_HUB=1`` the runs may download (the hub's offline switches
    that the Makefile sets are lifted for them); otherwise every model, judge and
-   dataset must be on this machine.
+   dataset must be on this machine. SIGINT or SIGTERM ends every run and
+   kernel within seconds (``interrupts``).
 3. A Jupyter Book (``book/paper/_config.yml``, ``_toc.yml``: execution off)
    renders the executed notebooks, with the formalization chapter and a landing
    page listing each run's parameters, into ``OUT/_build/html``.
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from ..decoding.denoisers import ALLOW_HUB_ENV
 from ..paths import REPO_ROOT, cache_dir
-from . import params, run
+from . import interrupts, params, run
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 PROFILES = NOTEBOOKS / "profiles" / "paper"
@@ -229,5 +230,11 @@ def main(argv=None) -> int:
     return 0
 
 
+def cli(argv=None) -> int:
+    """The command: ``main``, with SIGINT and SIGTERM ending what it started."""
+    interrupts.install()
+    return main(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

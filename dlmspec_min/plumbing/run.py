@@ -20,8 +20,9 @@ ones win), then ``-F`` files, then ``-p``. A ``-F`` file is one set of
 overrides for every notebook (``make paper``'s ``PAPER_OVERRIDES``): names this
 notebook does not take are skipped, not refused. The notebook executes into a
 ``.partial`` file that is renamed only when every cell ran, so an interrupted or
-failed run never leaves a file that passes for a finished one. The recorded claim values
-and verdicts are printed at the end.
+failed run never leaves a file that passes for a finished one; SIGINT or
+SIGTERM ends the kernel and whatever it started within seconds (``interrupts``).
+The recorded claim values and verdicts are printed at the end.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from pathlib import Path
 import yaml
 
 from ..paths import REPO_ROOT
-from . import claims, params, preflight
+from . import claims, interrupts, params, preflight
 from .seeds import check_plan
 
 OUT_DIR = REPO_ROOT / "_build" / "papermill"
@@ -249,7 +250,7 @@ def execute(notebook: Path, values: dict[str, object], output: Path | None = Non
     if announce:
         print(f"executing {notebook} -> {output} with {values or 'the defaults'}",
               file=sys.stderr)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, interrupts.scratch(tmp):
         source = Path(tmp) / f"{notebook.stem}.ipynb"
         jupytext.write(jupytext.read(notebook), source)
         try:
@@ -333,8 +334,8 @@ def main(argv=None) -> int:
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_PARAMETER
-    try:
-        output = execute(a.notebook, values, a.output)
+    try:  # off the main thread, where nbclient would replace those handlers
+        output = interrupts.in_thread(execute, a.notebook, values, a.output)
     except RunError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -344,5 +345,11 @@ def main(argv=None) -> int:
     return 0
 
 
+def cli(argv=None) -> int:
+    """The command: ``main``, with SIGINT and SIGTERM ending what it started."""
+    interrupts.install()
+    return main(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())
