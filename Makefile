@@ -46,7 +46,9 @@ book: data
 # book from the executed notebooks in $(PAPER_DIR)/_build/html (the main book is
 # not touched). PAPER_OVERRIDES=file.yaml applies one more parameter file to every
 # notebook (tests/paper-shrink.yaml: the CI-sized flow); PAPER_JOBS=N executes N
-# notebooks at a time (default 1: one 8B model on the GPU at a time). DLMSPEC_ALLOW_HUB=1 lets
+# notebooks at a time (default 1), each GPU run on GPUs of its own
+# (CUDA_VISIBLE_DEVICES per run). Every run is checked against this machine and a
+# preflight table printed before the first starts. DLMSPEC_ALLOW_HUB=1 lets
 # the runs download models and data sets (it lifts the offline switches above).
 PAPER_DIR ?= _build/paper
 PAPER_OVERRIDES ?=

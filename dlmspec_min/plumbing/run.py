@@ -15,7 +15,9 @@ name, a bad value, a malformed parameters file or an unreadable notebook is one
 line on stderr and exit code 2, and so is what this machine cannot run (a
 device or dtype it lacks, a model's own code without ``trust_remote_code``, a
 model missing from the local Hugging Face cache: ``preflight``), before any
-kernel starts. Several ``-f`` files apply in order (later
+kernel starts. A profile's ``estimate:`` mapping (GPU memory and minutes, for
+``make paper``'s preflight table) is data, not a parameter, and is skipped
+here. Several ``-f`` files apply in order (later
 ones win), then ``-F`` files, then ``-p``. A ``-F`` file is one set of
 overrides for every notebook (``make paper``'s ``PAPER_OVERRIDES``): names this
 notebook does not take are skipped, not refused. The notebook executes into a
@@ -43,6 +45,8 @@ from .seeds import check_plan
 OUT_DIR = REPO_ROOT / "_build" / "papermill"
 EXIT_BAD_PARAMETER = 2
 SEED_PLAN = ("claims", "seeds", "sizes")  # the seed page's parameters
+ESTIMATE_KEY = "estimate"  # a profile's resource estimate: data, not a parameter
+ESTIMATE_FIELDS = ("gpu_memory_gb", "minutes")
 
 
 class ParameterError(ValueError):
@@ -95,6 +99,33 @@ def read_parameters_file(path: Path) -> dict[str, object]:
             f"(`name: value` lines), not a {type(data).__name__}"
         )
     return data
+
+
+def check_estimate(value: object, path: Path) -> dict[str, float]:
+    """A profile's ``estimate:`` mapping: ``gpu_memory_gb`` and ``minutes``,
+    numbers > 0 (``make paper``'s preflight table); ``ParameterError`` otherwise."""
+    ok = (isinstance(value, dict) and sorted(value) == sorted(ESTIMATE_FIELDS)
+          and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                  for v in value.values()))
+    if not ok:
+        raise ParameterError(
+            f"parameters file {path}: {ESTIMATE_KEY} must map "
+            f"{' and '.join(ESTIMATE_FIELDS)} to numbers > 0, not {value!r}")
+    return value
+
+
+def parameters_in(path: Path) -> dict[str, object]:
+    """The parameters a file sets: its mapping less a (checked) ``estimate``."""
+    data = read_parameters_file(path)
+    if ESTIMATE_KEY in data:
+        check_estimate(data.pop(ESTIMATE_KEY), path)
+    return data
+
+
+def estimate_in(path: Path) -> dict[str, float] | None:
+    """A profile's checked ``estimate:`` mapping, None if it has none."""
+    data = read_parameters_file(path)
+    return check_estimate(data[ESTIMATE_KEY], path) if ESTIMATE_KEY in data else None
 
 
 def resolve(
@@ -168,9 +199,9 @@ def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=()):
         if not Path(f).exists():
             raise ParameterError(f"no parameters file {f}")
     for f in files:
-        given.update(read_parameters_file(f))
+        given.update(parameters_in(f))
     for f in shared_files:
-        shared = read_parameters_file(f)
+        shared = parameters_in(f)
         given.update({k: v for k, v in shared.items() if k in declared})
     given.update(dict(pairs))
     values = resolve(declared, given)
