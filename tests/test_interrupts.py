@@ -139,8 +139,11 @@ def cached_pages(clone: Path) -> list[str]:
     return sorted(Path(r.uri).stem for r in get_cache(str(cache)).list_cache_records())
 
 
-@pytest.mark.parametrize("how", ["make", "group"])
-def test_an_interrupted_book_build_leaves_nothing_and_resumes(tmp_path, how):
+def interrupted_build(tmp_path: Path, how: str) -> tuple[Path, str]:
+    """Start ``make book`` on the tiny book, interrupt it (``how``) once the quick
+    page is cached and the slow pages' kernels run, and check that every process
+    it started is gone within the limit and nothing but the quick page is cached.
+    Returns the book's folder and the processes' tag."""
     clone = tiny_book(tmp_path / "clone")
     tag = uuid.uuid4().hex
     make = make_book(clone, book_env(clone, tag, sleep=600), tmp_path / "first.log",
@@ -162,7 +165,11 @@ def test_an_interrupted_book_build_leaves_nothing_and_resumes(tmp_path, how):
     assert "ended" in log, log[-2000:]  # the build's own account of the interrupt
     assert not (clone / "_build" / ".complete").exists()
     assert cached_pages(clone) == ["quick"]  # nothing half-written beside it
+    return clone, tag
 
+
+def test_sigterm_to_make_book_leaves_nothing_and_the_next_build_resumes(tmp_path):
+    clone, tag = interrupted_build(tmp_path, "make")
     rebuild = subprocess.run(["make", "-o", "data", "book", f"PY={sys.executable}"],
                              cwd=clone, env=book_env(clone, tag, sleep=0), text=True,
                              capture_output=True, timeout=600)
@@ -172,6 +179,10 @@ def test_an_interrupted_book_build_leaves_nothing_and_resumes(tmp_path, how):
     assert sorted(executed.split(", ")) == ["slow_a", "slow_b"], executed
     assert (clone / "_build" / ".complete").exists()
     assert cached_pages(clone) == ["quick", "slow_a", "slow_b"]
+
+
+def test_ctrl_c_to_make_book_s_process_group_leaves_nothing(tmp_path):
+    interrupted_build(tmp_path, "group")
 
 
 SLEEPER = textwrap.dedent("""\
