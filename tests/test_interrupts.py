@@ -278,3 +278,44 @@ def test_an_interrupted_paper_flow_ends_every_run_and_kernel(tmp_path):
     written = (tmp_path / "out" / "notebooks").glob("*.ipynb")
     assert all(p.name.endswith(".partial.ipynb") for p in written)
     assert not (tmp_path / "out" / "_build").exists()  # the book was never built
+
+
+def test_descendants_are_found_below_a_process_that_ended():
+    """A shell's grandchild is found, and still below us after the shell ends
+    (this test process made a subreaper, as install() makes a command)."""
+    driver = textwrap.dedent("""\
+        import subprocess, sys, time
+        from dlmspec_min.plumbing import interrupts
+        interrupts.install()
+        shell = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; wait"],
+                                 stdout=subprocess.PIPE, text=True)
+        grandchild = int(shell.stdout.readline())
+        assert set(interrupts.descendants()) == {shell.pid, grandchild}
+        shell.kill(); shell.wait()  # the sleep is orphaned: it comes back to us
+        assert interrupts.descendants() == [grandchild], interrupts.descendants()
+        assert interrupts.end_descendants(grace=1.0) == 1
+        assert not interrupts.alive(grandchild) and interrupts.descendants() == []
+        """)
+    proc = subprocess.run([sys.executable, "-c", driver], capture_output=True,
+                          text=True, timeout=60, env={**os.environ,
+                                                      "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_a_signal_inside_deferred_waits_for_the_write_to_end(tmp_path):
+    out = tmp_path / "entry.txt"
+    driver = textwrap.dedent(f"""\
+        import os, signal
+        from pathlib import Path
+        from dlmspec_min.plumbing import interrupts
+        interrupts.install()
+        with interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            Path({str(out)!r}).write_text("whole")
+        raise SystemExit("the signal was lost")
+        """)
+    proc = subprocess.run([sys.executable, "-c", driver], capture_output=True,
+                          text=True, timeout=60, env={**os.environ,
+                                                      "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert out.read_text() == "whole"

@@ -15,8 +15,9 @@ selects among real ones, so a run that ``make paper`` placed on GPU 1 sees
 one GPU, the V100, there too. With a fake list MPS counts as absent. Tests
 use it, and so can anyone checking a plan for a GPU machine on a laptop.
 
-torch is imported only when a run asks for a GPU or MPS; ``torch.cuda`` reads
-the device count and properties, which creates no context on any GPU.
+torch is imported only when a run asks for a GPU or MPS, and asked only for
+the device count and each device's properties (never run on a real GPU by
+this project: the tests inject their GPUs).
 """
 
 from __future__ import annotations
