@@ -190,8 +190,7 @@ def execute(out: Path, overrides: Path | None, values: dict[str, dict],
         logs.mkdir(parents=True, exist_ok=True)
     seconds, failed = {}, []
     stop = threading.Event()  # set by a failing run before its worker takes another
-
-    gpu_pool = gpu_plan.GpuPool(gpus or [])
+    gpu_pool = gpu_plan.GpuPool(gpus or [])  # each run's GPUs, given back after it
 
     def run(nb: Path):
         if stop.is_set():  # nothing new starts after a failure
