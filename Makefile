@@ -33,12 +33,12 @@ data: setup
 # weights, fetched data, registry, pinned packages) is executed again by the
 # book's freshness extension. A build that did not finish (interrupted, failed)
 # leaves no _build/.complete stamp, so the next one re-writes every page (--all;
-# the execution cache still serves what executed in full).
+# the execution cache still serves what executed in full). SIGINT or SIGTERM
+# ends every worker and kernel the build started (dlmspec_min/plumbing/bookbuild.py;
+# one command per recipe line, so that make's SIGTERM reaches it).
 book: data
 	@echo "== executing every notebook and building the HTML book"
-	@full=$$(test -f _build/.complete || echo --all); rm -f _build/.complete; \
-	$(VENV)/bin/jupyter-book build . -W --keep-going $$full; \
-	touch _build/.complete
+	$(PY) -m dlmspec_min.plumbing.bookbuild . -W --keep-going
 	@echo "== the book is at file://$(CURDIR)/_build/html/index.html"
 
 # The paper-scale run (a GPU and the paper's models needed; see README): every
@@ -46,7 +46,9 @@ book: data
 # book from the executed notebooks in $(PAPER_DIR)/_build/html (the main book is
 # not touched). PAPER_OVERRIDES=file.yaml applies one more parameter file to every
 # notebook (tests/paper-shrink.yaml: the CI-sized flow); PAPER_JOBS=N executes N
-# notebooks at a time (default 1: one 8B model on the GPU at a time). DLMSPEC_ALLOW_HUB=1 lets
+# notebooks at a time (default 1), each GPU run on GPUs of its own
+# (CUDA_VISIBLE_DEVICES per run). Every run is checked against this machine and a
+# preflight table printed before the first starts. DLMSPEC_ALLOW_HUB=1 lets
 # the runs download models and data sets (it lifts the offline switches above).
 PAPER_DIR ?= _build/paper
 PAPER_OVERRIDES ?=

@@ -10,7 +10,7 @@ import jupytext
 import pytest
 import yaml
 
-from dlmspec_min.plumbing import claims
+from dlmspec_min.plumbing import bookbuild, claims
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
@@ -59,22 +59,31 @@ def test_config_executes_with_cache_and_raises():
 
 def test_makefile_builds_with_warnings_as_errors():
     make = (ROOT / "Makefile").read_text()
-    assert re.search(r"jupyter-book build \. -W --keep-going", make)
+    recipe = make[make.index("\nbook: data"):make.index("\n# The paper-scale run")]
+    # one command on its recipe line, so that make's SIGTERM reaches the build
+    assert re.search(r"\n\t\$\(PY\) -m dlmspec_min\.plumbing\.bookbuild \. -W "
+                     r"--keep-going\n", recipe)
     assert "torch==2.13.0" in make
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     assert "set -eo pipefail" in (ROOT / ".ci" / "run").read_text()
 
 
-def test_an_unfinished_build_is_not_taken_for_a_finished_one():
+def test_an_unfinished_build_is_not_taken_for_a_finished_one(tmp_path, monkeypatch):
     """`make book` stamps _build/.complete only after the build succeeded; without
     the stamp (an interrupted or failed build) the next one re-writes every page."""
-    make = (ROOT / "Makefile").read_text()
-    recipe = make[make.index("\nbook: data"):make.index("\ntest: book")]
-    stamp_check = recipe.index("test -f _build/.complete || echo --all")
-    removed = recipe.index("rm -f _build/.complete")
-    built = recipe.index("jupyter-book build . -W --keep-going $$full")
-    stamped = recipe.index("touch _build/.complete")
-    assert stamp_check < removed < built < stamped
+    calls, codes = [], [1, 0, 0]
+
+    def fake_run(cmd):
+        calls.append(cmd[cmd.index("build"):])
+        return subprocess.CompletedProcess(cmd, codes[len(calls) - 1])
+
+    monkeypatch.setattr(bookbuild.subprocess, "run", fake_run)
+    stamp = tmp_path / "_build" / ".complete"
+    assert bookbuild.build(tmp_path, ["-W"]) == 1 and not stamp.exists()
+    assert bookbuild.build(tmp_path, ["-W"]) == 0 and stamp.exists()
+    assert bookbuild.build(tmp_path, ["-W"]) == 0 and stamp.exists()
+    assert calls == [["build", str(tmp_path), "-W", "--all"]] * 2 + [
+        ["build", str(tmp_path), "-W"]]
     assert "freshness: book/_ext" in (ROOT / "_config.yml").read_text()
 
 

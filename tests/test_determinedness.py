@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import yaml
 from conftest import MASK_ID, VOCAB, ToyDenoiser
 
 from dlmspec_min.decoding.denoisers import PAPER_MODELS, Denoiser
@@ -239,7 +238,7 @@ def test_paired_ratio_bootstrap_against_a_resampling_loop():
 def test_paper_scale_profile_names_notebook_07_parameters_and_validates():
     if not NOTEBOOK.exists():
         pytest.skip("notebook 07 is not in this checkout")
-    profile = yaml.safe_load(PROFILE.read_text())
+    profile = run.parameters_in(PROFILE)  # less its estimate (data, not a parameter)
     declared = params.notebook_parameters(NOTEBOOK)
     assert set(profile) <= set(declared), set(profile) - set(declared)
     values = run.resolve(declared, profile)  # coerced and checked, as the runner does

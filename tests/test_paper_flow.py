@@ -57,9 +57,12 @@ def test_every_notebook_has_a_paper_profile_with_the_papers_setting(monkeypatch)
     monkeypatch.setenv("DLMSPEC_ALLOW_HUB", "1")  # the GSM8K prompt sources
     values = paper.check_all(None)  # every profile passes the runner's checks
     assert list(values) == [nb.stem for nb in paper.notebooks()]
+    estimates = paper.estimates()  # data the preflight reads, beside the arithmetic
     for stem, v in values.items():
         header = paper.profile_of(ROOT / f"notebooks/{stem}.md").read_text()
         assert "Estimate" in header and "GB" in header and "min" in header, stem
+        assert estimates[stem]["gpu_memory_gb"] > 0 and estimates[stem]["minutes"] > 0
+        assert "estimate" not in v, stem  # not passed on as a parameter
         assert v["device"] == "cuda", stem
         if stem == "00_models":  # the embedded models' chapter: the judge changes
             assert v["judge"] == "gpt2"

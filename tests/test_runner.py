@@ -260,3 +260,31 @@ def test_a_shared_file_is_validated_and_must_exist(notebook, tmp_path, no_execut
     missing = str(tmp_path / "none.yaml")
     assert run.main([str(notebook), "-F", missing]) == run.EXIT_BAD_PARAMETER
     assert f"no parameters file {missing}" in capsys.readouterr().err
+
+
+def test_no_notebook_takes_a_parameter_named_like_a_profile_s_estimate():
+    for nb in sorted((run.REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.md")):
+        assert run.ESTIMATE_KEY not in params.notebook_parameters(nb), nb.name
+
+
+def test_a_profile_s_estimate_is_data_checked_but_never_a_parameter(
+    notebook, tmp_path, monkeypatch, capsys
+):
+    seen = {}
+
+    def fake_execute(source, output, parameters, **kw):
+        seen.update(parameters)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake_execute)
+    profile = tmp_path / "p.yaml"
+    profile.write_text("estimate:\n  gpu_memory_gb: 60\n  minutes: 30\nn_samples: 3\n")
+    assert run.estimate_in(profile) == {"gpu_memory_gb": 60, "minutes": 30}
+    with pytest.raises(SystemExit):
+        run.main([str(notebook), "-f", str(profile), "-o", str(tmp_path / "o.ipynb")])
+    assert seen == {"n_samples": 3}
+    capsys.readouterr()
+    profile.write_text("estimate:\n  gpu_memory_gb: lots\n  minutes: 30\n")
+    assert run.main([str(notebook), "-f", str(profile)]) == run.EXIT_BAD_PARAMETER
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "estimate must map gpu_memory_gb and minutes" in err

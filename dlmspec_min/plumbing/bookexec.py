@@ -19,6 +19,11 @@ cache. Sphinx then reads every page from the cache. A notebook that fails here
 is left uncached, so myst-nb executes it again while reading and reports the
 error as it always does (and ``raise_on_error`` fails the build).
 
+An interrupt (SIGINT, SIGTERM) ends the workers and their kernels within
+seconds and caches nothing half-written (``interrupts``): each notebook
+executes off its worker's main thread, and a notebook is cached whole, only
+once it ran through, so the next build executes exactly those that had not.
+
 The freshness extension (``book/_ext/freshness.py``) calls ``execute_missing``
 after it has dropped stale records. The number of notebooks at a time is the
 Sphinx option ``dlmspec_execution_jobs`` (0: one per core), or the environment
@@ -35,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+
+from . import interrupts
 
 JOBS_ENV = "DLMSPEC_EXECUTION_JOBS"
 
@@ -73,8 +80,10 @@ def _execute_one(path: str, nb_json: str, timeout: int | None) -> tuple[str, flo
     os.environ["MKL_NUM_THREADS"] = "1"
     nb = nbformat.reads(nb_json, as_version=4)
     t0 = time.perf_counter()
-    result = single_nb_execution(nb, cwd=str(Path(path).parent), timeout=timeout,
-                                 allow_errors=False, meta_override=True)
+    # off the main thread, where nbclient would replace the worker's handlers
+    result = interrupts.in_thread(single_nb_execution, nb, cwd=str(Path(path).parent),
+                                  timeout=timeout, allow_errors=False,
+                                  meta_override=True)
     seconds = time.perf_counter() - t0
     error = None if result.err is None else (result.exc_string or repr(result.err))
     return nbformat.writes(result.nb), seconds, error
@@ -146,7 +155,8 @@ def execute_missing(cache_path: Path, notebooks: dict[str, nbformat.NotebookNode
     log(f"[execute] {len(todo)} notebook(s), {jobs} at a time (one thread each): "
         + ", ".join(Path(p).stem for p in todo))
     outcomes, t0 = [], time.perf_counter()
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with interrupts.installed(), ProcessPoolExecutor(
+            max_workers=jobs, initializer=interrupts.install) as pool:
         futures = {pool.submit(_execute_one, p, nbformat.writes(notebooks[p]),
                                timeout): p for p in todo}
         for fut in as_completed(futures):
@@ -156,10 +166,11 @@ def execute_missing(cache_path: Path, notebooks: dict[str, nbformat.NotebookNode
             except Exception as e:  # the worker itself broke (not the notebook)
                 executed, seconds, error = None, 0.0, repr(e)
             if error is None:
-                cache.cache_notebook_bundle(
-                    CacheBundleIn(nbformat.reads(executed, as_version=4), path,
-                                  data={"execution_seconds": seconds}),
-                    check_validity=False, overwrite=True)
+                with interrupts.deferred():  # a cache entry is whole or absent
+                    cache.cache_notebook_bundle(
+                        CacheBundleIn(nbformat.reads(executed, as_version=4), path,
+                                      data={"execution_seconds": seconds}),
+                        check_validity=False, overwrite=True)
             outcomes.append(Outcome(path, seconds, error))
             status = "ok" if error is None else "FAILED (executed again while read)"
             elapsed = time.perf_counter() - t0

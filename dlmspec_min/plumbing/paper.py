@@ -4,14 +4,23 @@
 
 1. Every notebook's parameters are checked first (its profile
    ``notebooks/profiles/paper/NN_name.yaml``, then the overrides file, which
-   applies to every notebook; names a notebook lacks are skipped), so a bad
-   profile is one line and exit code 2 before any model loads.
-2. Each notebook executes through the runner (``python -m dlmspec_min.plumbing.run NB
+   applies to every notebook; names a notebook lacks are skipped), then what
+   this machine cannot run (``preflight``: a device or dtype the GPUs it will
+   get lack, a model's own code without ``trust_remote_code``, a model missing
+   from the local Hugging Face cache), so a bad profile is one line and exit
+   code 2 before the first run starts.
+2. Each run that computes on a GPU gets GPUs of its own (``gpu_plan``:
+   ``CUDA_VISIBLE_DEVICES``, one per run, a group for ``device_map: auto``); the
+   preflight table (models, dtype, the profiles' ``estimate:`` of GPU memory
+   and time, the GPUs each run gets and whether they hold that memory) is
+   printed; ``--check`` stops there.
+3. Each notebook executes through the runner (``python -m dlmspec_min.plumbing.run NB
    -f PROFILE -F OVERRIDES -o OUT/notebooks/NN_name.ipynb``), in its own process.
    With ``DLMSPEC_ALLOW_HUB=1`` the runs may download (the hub's offline switches
    that the Makefile sets are lifted for them); otherwise every model, judge and
-   dataset must be on this machine.
-3. A Jupyter Book (``book/paper/_config.yml``, ``_toc.yml``: execution off)
+   dataset must be on this machine. SIGINT or SIGTERM ends every run and
+   kernel within seconds (``interrupts``).
+4. A Jupyter Book (``book/paper/_config.yml``, ``_toc.yml``: execution off)
    renders the executed notebooks, with the formalization chapter and a landing
    page listing each run's parameters, into ``OUT/_build/html``.
 
@@ -21,6 +30,7 @@ The main book (``make book``) is not touched.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -32,7 +42,8 @@ from pathlib import Path
 
 from ..decoding.denoisers import ALLOW_HUB_ENV
 from ..paths import REPO_ROOT, cache_dir
-from . import params, run
+from . import gpu_plan, interrupts, params, preflight, run
+from . import gpus as gpu_info
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 PROFILES = NOTEBOOKS / "profiles" / "paper"
@@ -57,6 +68,11 @@ def profile_of(notebook: Path) -> Path:
     return PROFILES / f"{notebook.stem}.yaml"
 
 
+@functools.cache
+def declared(notebook: Path) -> dict[str, dict]:
+    return params.notebook_parameters(notebook)
+
+
 def check_all(overrides: Path | None) -> dict[str, dict]:
     """Every notebook's checked parameters; ``run.ParameterError`` naming it."""
     out = {}
@@ -65,11 +81,38 @@ def check_all(overrides: Path | None) -> dict[str, dict]:
         if not profile.exists():
             raise run.ParameterError(f"{nb.name} has no paper-scale profile {profile}")
         try:
-            out[nb.stem] = run.gather(params.notebook_parameters(nb), [profile],
+            out[nb.stem] = run.gather(declared(nb), [profile],
                                       [overrides] if overrides else [])
         except run.ParameterError as e:
             raise run.ParameterError(f"{nb.name}: {e}") from None
     return out
+
+
+def estimates() -> dict[str, dict | None]:
+    """Each profile's ``estimate:`` (GPU memory and minutes), None where absent."""
+    return {nb.stem: run.estimate_in(profile_of(nb)) for nb in notebooks()}
+
+
+def with_defaults(values: dict[str, dict]) -> dict[str, dict]:
+    """Each notebook's defaults overridden by its checked values: what it runs."""
+    return {nb.stem: run.with_defaults(declared(nb), values[nb.stem])
+            for nb in notebooks()}
+
+
+def place(values: dict[str, dict], jobs: int, gpus: list) -> dict[str, int]:
+    """GPUs per run (``gpu_plan.plan``), each run checked against the least
+    capable GPUs it may get (``preflight``); ``run.ParameterError`` naming it."""
+    try:
+        needs = gpu_plan.plan(with_defaults(values), jobs, gpus)
+    except ValueError as e:
+        raise run.ParameterError(str(e)) from None
+    for nb in notebooks():
+        try:
+            run.check_machine(declared(nb), values[nb.stem],
+                              gpu_plan.least_capable(gpus, needs[nb.stem]))
+        except run.ParameterError as e:
+            raise run.ParameterError(f"{nb.name}: {e}") from None
+    return needs
 
 
 def landing_page(values: dict[str, dict], overrides: Path | None,
@@ -91,30 +134,38 @@ def landing_page(values: dict[str, dict], overrides: Path | None,
     return "\n".join(lines) + "\n"
 
 
-def _run_env() -> dict[str, str]:
+def _run_env(gpus: list | None = None) -> dict[str, str]:
+    """A run's environment; ``gpus``: the only GPUs it may see (None: as this
+    process sees them)."""
     env = dict(os.environ)
     if env.get(ALLOW_HUB_ENV) == "1":
         for name in OFFLINE_SWITCHES:
             env.pop(name, None)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(REPO_ROOT), *filter(None, [env.get("PYTHONPATH")])])
+    if gpus:
+        env[gpu_info.VISIBLE_ENV] = ",".join(g.id for g in gpus)
     return env
 
 
-def _run_one(nb: Path, out: Path, overrides: Path | None, log: Path | None):
-    """Execute one notebook through the runner; (return code, seconds)."""
+def _run_one(nb: Path, out: Path, overrides: Path | None, log: Path | None,
+             gpus: list | None = None):
+    """Execute one notebook through the runner (on ``gpus`` alone, if any);
+    (return code, seconds)."""
     target = out / "notebooks" / f"{nb.stem}.ipynb"
     cmd = [sys.executable, "-m", "dlmspec_min.plumbing.run", str(nb), "-f",
            str(profile_of(nb)), "-o", str(target)]
     if overrides:
         cmd += ["-F", str(overrides)]
-    print(f"== {' '.join(cmd[1:])}", file=sys.stderr, flush=True)
+    env = _run_env(gpus)
+    on = f"{gpu_info.VISIBLE_ENV}={env[gpu_info.VISIBLE_ENV]} " if gpus else ""
+    print(f"== {on}{' '.join(cmd[1:])}", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     if log is None:  # one at a time: the run's output streams through
-        proc = subprocess.run(cmd, env=_run_env(), cwd=REPO_ROOT)
+        proc = subprocess.run(cmd, env=env, cwd=REPO_ROOT)
     else:
         with open(log, "w") as f:
-            proc = subprocess.run(cmd, env=_run_env(), cwd=REPO_ROOT, stdout=f,
+            proc = subprocess.run(cmd, env=env, cwd=REPO_ROOT, stdout=f,
                                   stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - t0
     print(f"== {nb.name}: {seconds:.1f} s"
@@ -124,11 +175,13 @@ def _run_one(nb: Path, out: Path, overrides: Path | None, log: Path | None):
 
 
 def execute(out: Path, overrides: Path | None, values: dict[str, dict],
-            jobs: int = 1) -> dict[str, float]:
+            jobs: int = 1, needs: dict[str, int] | None = None,
+            gpus: list | None = None) -> dict[str, float]:
     """Every notebook through the runner, ``jobs`` at a time (each in its own
     process; with more than one, each run's output goes to OUT/logs/NN_name.log
-    and a failing run's tail is printed). The first failure stops the flow once
-    the runs under way have ended."""
+    and a failing run's tail is printed), each on ``needs[stem]`` of ``gpus``
+    of its own (``place``; none: as this process sees them). The first failure
+    stops the flow once the runs under way have ended."""
     import threading
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -137,12 +190,17 @@ def execute(out: Path, overrides: Path | None, values: dict[str, dict],
         logs.mkdir(parents=True, exist_ok=True)
     seconds, failed = {}, []
     stop = threading.Event()  # set by a failing run before its worker takes another
+    gpu_pool = gpu_plan.GpuPool(gpus or [])  # each run's GPUs, given back after it
 
     def run(nb: Path):
         if stop.is_set():  # nothing new starts after a failure
             return None
-        code, secs = _run_one(nb, out, overrides,
-                              logs / f"{nb.stem}.log" if jobs > 1 else None)
+        taken = gpu_pool.take((needs or {}).get(nb.stem, 0))
+        try:
+            code, secs = _run_one(nb, out, overrides,
+                                  logs / f"{nb.stem}.log" if jobs > 1 else None, taken)
+        finally:
+            gpu_pool.give_back(taken)
         if code:
             stop.set()
         return code, secs
@@ -209,8 +267,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=REPO_ROOT / "_build" / "paper",
                     help="build folder (default _build/paper)")
     ap.add_argument("--jobs", type=int, default=1,
-                    help="notebooks executed at a time (default 1: one GPU, one "
-                         "8B model at a time; more only where memory allows)")
+                    help="notebooks executed at a time (default 1), each GPU run on "
+                         "GPUs of its own")
+    ap.add_argument("--check", action="store_true",
+                    help="check every run against this machine, print the "
+                         "preflight table, run nothing")
     a = ap.parse_args(argv)
     overrides = a.overrides.resolve() if a.overrides else None
     if a.jobs < 1:
@@ -218,16 +279,32 @@ def main(argv=None) -> int:
         return run.EXIT_BAD_PARAMETER
     try:
         values = check_all(overrides)
-    except run.ParameterError as e:
+        full = with_defaults(values)
+        gpus = (gpu_info.visible_gpus() if any(map(preflight.wants_gpu,
+                                                   full.values())) else [])
+        needs = place(values, a.jobs, gpus)
+        shown = gpu_plan.table(full, estimates(), needs, gpus, a.jobs)
+    except (run.ParameterError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return run.EXIT_BAD_PARAMETER
+    print(f"== preflight (the profiles' estimates, never measured"
+          f"{'; for their own sizes, before the overrides' if overrides else ''}):\n"
+          f"{shown}", file=sys.stderr, flush=True)
+    if a.check:
+        return 0
     out = a.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    seconds = execute(out, overrides, values, a.jobs)
+    seconds = execute(out, overrides, values, a.jobs, needs, gpus)
     index = build_book(out, overrides, values, seconds)
     print(f"== the paper-scale book is at file://{index}", file=sys.stderr)
     return 0
 
 
+def cli(argv=None) -> int:
+    """The command: ``main``, with SIGINT and SIGTERM ending what it started."""
+    interrupts.install()
+    return main(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -217,7 +217,7 @@ def check(name: str, value: Any) -> None:
         raise ValueError(f"parameter {name}={value!r} {problem}")
 
 
-def _config_of(name: str) -> dict:
+def config_of(name: str) -> dict:
     """A model's config.json if it is on this machine without loading the model
     (embedded models, local folders); else {} (hub names are checked at load)."""
     import json
@@ -251,8 +251,8 @@ def _draft_vocabulary(values):
     target, draft = values.get(target_name), values["draft"]
     if target is None:
         return None
-    vt = _config_of(target).get("vocab_size")
-    vd = _config_of(draft).get("vocab_size")
+    vt = config_of(target).get("vocab_size")
+    vd = config_of(draft).get("vocab_size")
     if vt is not None and vd is not None and vt != vd:
         return (f"draft={draft!r} has a vocabulary of {vd} tokens, {target_name}="
                 f"{target!r} one of {vt}: the draft must share its target's tokenizer")
@@ -264,7 +264,7 @@ def _fits_context(values):
     length = values.get("prompt_length", 1) + values["gen_length"]
     for name in TARGETS:
         if name in values:
-            limit = _config_of(values[name]).get("max_position_embeddings")
+            limit = config_of(values[name]).get("max_position_embeddings")
             if limit is not None and length > limit:
                 return (f"{name}={values[name]!r} takes {limit} positions, but a "
                         f"prompt of {values.get('prompt_length', 1)} and gen_length="

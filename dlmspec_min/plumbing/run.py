@@ -12,13 +12,19 @@ The MyST text notebook is read with jupytext and executed with papermill into
 ``_build/papermill/<name>.ipynb`` (parameters injected after the ``parameters``
 cell). Names, types and values are checked before anything runs: an unknown
 name, a bad value, a malformed parameters file or an unreadable notebook is one
-line on stderr and exit code 2. Several ``-f`` files apply in order (later
+line on stderr and exit code 2, and so is what this machine cannot run (a
+device or dtype it lacks, a model's own code without ``trust_remote_code``, a
+model missing from the local Hugging Face cache: ``preflight``), before any
+kernel starts. A profile's ``estimate:`` mapping (GPU memory and minutes, for
+``make paper``'s preflight table) is data, not a parameter, and is skipped
+here. Several ``-f`` files apply in order (later
 ones win), then ``-F`` files, then ``-p``. A ``-F`` file is one set of
 overrides for every notebook (``make paper``'s ``PAPER_OVERRIDES``): names this
 notebook does not take are skipped, not refused. The notebook executes into a
 ``.partial`` file that is renamed only when every cell ran, so an interrupted or
-failed run never leaves a file that passes for a finished one. The recorded claim values
-and verdicts are printed at the end.
+failed run never leaves a file that passes for a finished one; SIGINT or
+SIGTERM ends the kernel and whatever it started within seconds (``interrupts``).
+The recorded claim values and verdicts are printed at the end.
 """
 
 from __future__ import annotations
@@ -33,12 +39,14 @@ from pathlib import Path
 import yaml
 
 from ..paths import REPO_ROOT
-from . import claims, params
+from . import claims, interrupts, params, preflight
 from .seeds import check_plan
 
 OUT_DIR = REPO_ROOT / "_build" / "papermill"
 EXIT_BAD_PARAMETER = 2
 SEED_PLAN = ("claims", "seeds", "sizes")  # the seed page's parameters
+ESTIMATE_KEY = "estimate"  # a profile's resource estimate: data, not a parameter
+ESTIMATE_FIELDS = ("gpu_memory_gb", "minutes")
 
 
 class ParameterError(ValueError):
@@ -93,6 +101,33 @@ def read_parameters_file(path: Path) -> dict[str, object]:
     return data
 
 
+def check_estimate(value: object, path: Path) -> dict[str, float]:
+    """A profile's ``estimate:`` mapping: ``gpu_memory_gb`` and ``minutes``,
+    numbers > 0 (``make paper``'s preflight table); ``ParameterError`` otherwise."""
+    ok = (isinstance(value, dict) and sorted(value) == sorted(ESTIMATE_FIELDS)
+          and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+                  for v in value.values()))
+    if not ok:
+        raise ParameterError(
+            f"parameters file {path}: {ESTIMATE_KEY} must map "
+            f"{' and '.join(ESTIMATE_FIELDS)} to numbers > 0, not {value!r}")
+    return value
+
+
+def parameters_in(path: Path) -> dict[str, object]:
+    """The parameters a file sets: its mapping less a (checked) ``estimate``."""
+    data = read_parameters_file(path)
+    if ESTIMATE_KEY in data:
+        check_estimate(data.pop(ESTIMATE_KEY), path)
+    return data
+
+
+def estimate_in(path: Path) -> dict[str, float] | None:
+    """A profile's checked ``estimate:`` mapping, None if it has none."""
+    data = read_parameters_file(path)
+    return check_estimate(data[ESTIMATE_KEY], path) if ESTIMATE_KEY in data else None
+
+
 def resolve(
     notebook_params: dict[str, dict], given: dict[str, object]
 ) -> dict[str, object]:
@@ -120,15 +155,20 @@ def resolve(
     return out
 
 
-def check_relations(notebook_params: dict[str, dict], values: dict[str, object]):
-    """The constraints between parameters, on the defaults overridden by ``values``."""
-    merged = {}
+def with_defaults(notebook_params: dict[str, dict], values: dict[str, object]) -> dict:
+    """The notebook's defaults overridden by ``values``: what the run will use."""
+    out = {}
     for name, p in notebook_params.items():
         try:
-            merged[name] = ast.literal_eval(str(p.get("default")))
+            out[name] = ast.literal_eval(str(p.get("default")))
         except (ValueError, SyntaxError):
-            merged[name] = p.get("default")
-    merged.update(values)
+            out[name] = p.get("default")
+    return {**out, **values}
+
+
+def check_relations(notebook_params: dict[str, dict], values: dict[str, object]):
+    """The constraints between parameters, on the defaults overridden by ``values``."""
+    merged = with_defaults(notebook_params, values)
     try:
         params.check_relations(merged)
     except ValueError as e:
@@ -140,6 +180,17 @@ def check_relations(notebook_params: dict[str, dict], values: dict[str, object])
             raise ParameterError(f"parameters {', '.join(SEED_PLAN)}: {e}") from None
 
 
+def check_machine(notebook_params: dict[str, dict], values: dict[str, object],
+                  gpus=None, env=None):
+    """What this machine cannot run (``preflight.check``: device, dtype, remote
+    code, the local model cache), on the defaults overridden by ``values``;
+    ``gpus``: the GPUs the run will see (default: the visible ones)."""
+    try:
+        preflight.check(with_defaults(notebook_params, values), gpus, env)
+    except ValueError as e:
+        raise ParameterError(str(e)) from None
+
+
 def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=()):
     """The checked values of ``-f`` files (in order), ``-F`` files (names the
     notebook lacks skipped), then ``-p`` pairs; ``ParameterError`` on any problem."""
@@ -148,9 +199,9 @@ def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=()):
         if not Path(f).exists():
             raise ParameterError(f"no parameters file {f}")
     for f in files:
-        given.update(read_parameters_file(f))
+        given.update(parameters_in(f))
     for f in shared_files:
-        shared = read_parameters_file(f)
+        shared = parameters_in(f)
         given.update({k: v for k, v in shared.items() if k in declared})
     given.update(dict(pairs))
     values = resolve(declared, given)
@@ -230,7 +281,7 @@ def execute(notebook: Path, values: dict[str, object], output: Path | None = Non
     if announce:
         print(f"executing {notebook} -> {output} with {values or 'the defaults'}",
               file=sys.stderr)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, interrupts.scratch(tmp):
         source = Path(tmp) / f"{notebook.stem}.ipynb"
         jupytext.write(jupytext.read(notebook), source)
         try:
@@ -310,11 +361,12 @@ def main(argv=None) -> int:
     try:
         values = gather(declared, a.parameters_file, a.shared_parameters_file,
                         a.parameter)
+        check_machine(declared, values)
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_PARAMETER
-    try:
-        output = execute(a.notebook, values, a.output)
+    try:  # off the main thread, where nbclient would replace those handlers
+        output = interrupts.in_thread(execute, a.notebook, values, a.output)
     except RunError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -324,5 +376,11 @@ def main(argv=None) -> int:
     return 0
 
 
+def cli(argv=None) -> int:
+    """The command: ``main``, with SIGINT and SIGTERM ending what it started."""
+    interrupts.install()
+    return main(argv)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())
