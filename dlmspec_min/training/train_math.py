@@ -72,10 +72,11 @@ SIZES = {
                   intermediate_size=864),
 }
 # One cosine cycle each, the same for every size, so the ladder differs in size
-# only. Budget (issue 25: about 8 core-hours for the ladder), from the step times
-# measured on one thread at batch 64 before any training: small 0.49 s, base
-# 1.40 s, large 2.6 s (a 384-wide large, 3.5 s a step, would not fit) -> about
-# 0.8 + 2.3 + 4.3 core-hours.
+# only. Budget (issue 25: about 8 core-hours for the ladder), from step times on
+# one thread at batch 64, measured on an idle machine before any training: small
+# 0.49 s, base 1.40 s, a 384-wide large 3.5 s (5.8 core-hours alone: too much);
+# this 320-wide large 4.4 s on a machine busy with two other runs (about 2.5 s
+# idle, an estimate) -> about 0.8 + 2.3 + 4.2 core-hours.
 STEPS = {"small": 6000, "base": 6000, "large": 6000}
 TRAIN_DEFAULTS = dict(batch_size=64, lr=1e-3, warmup=200, weight_decay=0.01,
                       eval_every=250, decode_every=500, checkpoint_every=250,
