@@ -199,7 +199,8 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
                               "tokens per forward": tpf[0],
                               "ended": graded.ended.mean(),
                               "no text": graded.no_text.mean()},
-                           **{f"{s} steps": by_steps.get(s, math.nan)
+                           **{f"accuracy, {s} step{'s' * (s > 1)}":
+                              by_steps.get(s, math.nan)
                               for s in range(P.MIN_STEPS, P.MAX_STEPS + 1)}))
         shown[size] = [answer_text(tokenizer, row) for row in gen[:N_SHOWN].tolist()]
         if size == "base":  # the claims' target: the regime and the ending
