@@ -1,6 +1,8 @@
 """The models page's math-world measurement on tiny random models."""
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +12,8 @@ from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.experiments import math_models as page
 from dlmspec_min.training import train_math
 from dlmspec_min.training.tokenizer import EOS_ID, MASK_ID
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +56,10 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
     k = "m_math_threshold_tokens_per_nfe"
     assert v[f"{k}_lo"] <= v[k] <= v[f"{k}_hi"]
     assert math.isnan(v["m_math_large_answer_acc"])
+    assert v["m_math_regime_problems"] == 3  # every key the page's text glues
+    page_text = (ROOT / "notebooks" / "00_models.md").read_text()
+    glued = set(re.findall(r"\{glue:text\}`(m_math_[a-z0-9_]+)", page_text))
+    assert glued - {"m_math_vocabulary"} <= set(v), glued - set(v)
     assert r.tables["ladder"].loc["large", "status"] == "not trained yet"
     reg = r.tables["regime"]
     assert page.BASELINE in reg.index and len(reg) >= 3

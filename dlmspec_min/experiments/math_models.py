@@ -168,6 +168,7 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
     unseen_prompts = train_math.encode(tokenizer, unseen)[:, :train_math.PROMPT_LENGTH]
     config = train_math.decode_config()
     v["m_math_n_problems"], v["m_math_n_unseen"] = n_problems, n_unseen
+    v["m_math_regime_problems"] = min(regime_problems, n_problems)
     v["m_math_templates"] = len(P.TEMPLATES)
     v["m_math_unseen_templates"] = len(P.UNSEEN_TEMPLATES)
     v["m_math_gen_length"], v["m_math_block_length"] = config.gen_length, \
@@ -233,7 +234,8 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
 
 def regime_table(target, tokenizer, held, prompts, n: int, n_bootstrap: int,
                  seed: int, batch_size: int) -> pd.DataFrame:
-    """LLaDA's baseline and every accelerator, greedy, on the first ``n`` held-out
+    """LLaDA's baseline and every accelerator, greedy, on the first ``n`` (at most
+    all) held-out
     questions: tokens per forward (text and tail) and answer accuracy."""
     config = train_math.decode_config()
     G, bl = config.gen_length, config.block_length
