@@ -1,6 +1,7 @@
 """The claims helpers: plain scalars, reading glue back, the rule evaluator."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -73,6 +74,19 @@ def test_read_glued_from_ipynb_and_glue_json(tmp_path):
     (tmp_path / "b.glue.json").write_text(json.dumps(glue))
     (tmp_path / "b.ipynb").write_text(json.dumps({"cells": []}))
     assert claims.read_glued(tmp_path / "b.ipynb") == {"y": 3, "z": "ok"}
+
+
+def test_non_finite_floats_read_back_as_floats(tmp_path):
+    """A NaN glued for a model not trained yet must read back as a float (a rule
+    then reads it as not met), and a string that merely spells one stays one."""
+    nb = {"cells": [{"cell_type": "code", "outputs": [
+        _glue_output("a", float("nan")), _glue_output("b", float("inf")),
+        _glue_output("c", float("-inf")), _glue_output("d", "nan")]}]}
+    (tmp_path / "n.ipynb").write_text(json.dumps(nb))
+    v = claims.read_glued(tmp_path / "n.ipynb")
+    assert math.isnan(v["a"]) and v["b"] == math.inf and v["c"] == -math.inf
+    assert v["d"] == "nan"
+    assert claims.evaluate("0.3 <= a <= 0.95", v) is False
 
 
 def test_dashboard_rows_mark_unbuilt_claims(tmp_path):

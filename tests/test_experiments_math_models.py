@@ -10,6 +10,7 @@ import torch
 from dlmspec_min.decoding.denoisers import Denoiser
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.experiments import math_models as page
+from dlmspec_min.plumbing.claims import evaluate, load_registry
 from dlmspec_min.training import train_math
 from dlmspec_min.training.tokenizer import EOS_ID, MASK_ID
 
@@ -60,6 +61,12 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
     page_text = (ROOT / "notebooks" / "00_models.md").read_text()
     glued = set(re.findall(r"\{glue:text\}`(m_math_[a-z0-9_]+)", page_text))
     assert glued - {"m_math_vocabulary"} <= set(v), glued - set(v)
+    targets = load_registry()["checks"]["models"]["targets"]
+    math_rules = [r for r in targets.values() if "m_math_" in r]
+    assert len(math_rules) == 6
+    for rule in math_rules:  # every name is measured; NaN reads as not met
+        assert evaluate(rule, v) in (True, False)
+    assert not evaluate(targets["math_large_answer_acc_0.3_to_0.95"], v)
     assert r.tables["ladder"].loc["large", "status"] == "not trained yet"
     reg = r.tables["regime"]
     assert page.BASELINE in reg.index and len(reg) >= 3

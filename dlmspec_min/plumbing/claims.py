@@ -66,7 +66,12 @@ def record_all(values: dict[str, Any]) -> dict[str, Any]:
 # --- reading executed notebooks -----------------------------------------------------
 
 
+NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}  # repr of floats
+
+
 def _parse_plain(text: str):
+    if text.strip() in NON_FINITE:  # a float glued as nan or inf, not a string
+        return NON_FINITE[text.strip()]
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
