@@ -136,7 +136,21 @@ def cached_pages(clone: Path) -> list[str]:
     cache = clone / "_build" / ".jupyter_cache"
     if not cache.exists():
         return []
-    return sorted(Path(r.uri).stem for r in get_cache(str(cache)).list_cache_records())
+    try:
+        records = get_cache(str(cache)).list_cache_records()
+    except RuntimeError:  # the build is creating the database: no table yet
+        return []
+    return sorted(Path(r.uri).stem for r in records)
+
+
+def running(proc: subprocess.Popen, log: Path, condition):
+    """``condition``, failing at once (with the log's end) if ``proc`` ended first."""
+    def check():
+        if proc.poll() is not None:
+            raise AssertionError(f"exited with {proc.returncode} before the wait "
+                                 f"ended: {log.read_text()[-2000:]}")
+        return condition()
+    return check
 
 
 def interrupted_build(tmp_path: Path, how: str) -> tuple[Path, str]:
@@ -146,13 +160,14 @@ def interrupted_build(tmp_path: Path, how: str) -> tuple[Path, str]:
     Returns the book's folder and the processes' tag."""
     clone = tiny_book(tmp_path / "clone")
     tag = uuid.uuid4().hex
-    make = make_book(clone, book_env(clone, tag, sleep=600), tmp_path / "first.log",
+    log = tmp_path / "first.log"
+    make = make_book(clone, book_env(clone, tag, sleep=600), log,
                      start_new_session=True)
     try:
-        wait_until(lambda: cached_pages(clone) == ["quick"], STARTUP_SECONDS,
-                   "the quick page to be cached")
-        wait_until(lambda: len(kernels(tagged(tag))) == 2, STARTUP_SECONDS,
-                   "the two slow pages' kernels")
+        wait_until(running(make, log, lambda: cached_pages(clone) == ["quick"]),
+                   STARTUP_SECONDS, "the quick page to be cached")
+        wait_until(running(make, log, lambda: len(kernels(tagged(tag))) == 2),
+                   STARTUP_SECONDS, "the two slow pages' kernels")
         before = tagged(tag)
         interrupt(make, how)
         elapsed = seconds_until_none_left(tag)
@@ -227,20 +242,22 @@ def test_an_interrupted_runner_ends_its_kernel_and_writes_no_output(tmp_path):
     (nb,) = sleepers(tmp_path, ["99_sleeps"])
     tag, marker, out = uuid.uuid4().hex, tmp_path / "running", tmp_path / "out.ipynb"
     env = {**os.environ, TAG_ENV: tag, "PYTHONPATH": str(ROOT)}
-    runner = subprocess.Popen(
-        [sys.executable, "-m", "dlmspec_min.plumbing.run", str(nb), "-p", "seconds",
-         "600", "-p", "marker", str(marker), "-o", str(out)],
-        env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "runner.log"  # a file: an undrained pipe can block the child
+    with open(log, "w") as f:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "dlmspec_min.plumbing.run", str(nb), "-p",
+             "seconds", "600", "-p", "marker", str(marker), "-o", str(out)],
+            env=env, start_new_session=True, stdout=subprocess.DEVNULL, stderr=f)
     try:
-        wait_until(marker.exists, STARTUP_SECONDS, "the kernel to run")
+        wait_until(running(runner, log, marker.exists), STARTUP_SECONDS,
+                   "the kernel to run")
         interrupt(runner, "group")
         elapsed = seconds_until_none_left(tag)
     finally:
         kill_left(tag)
     assert runner.wait(10) == 128 + signal.SIGINT
     assert elapsed <= LIMIT_SECONDS
-    assert "SIGINT: ended 1 process(es)" in runner.stderr.read()
+    assert "SIGINT: ended 1 process(es)" in log.read_text()
     assert not out.exists()  # at most out.partial.ipynb, which passes for nothing
 
 
@@ -261,19 +278,20 @@ def test_an_interrupted_paper_flow_ends_every_run_and_kernel(tmp_path):
         """)
     tag = uuid.uuid4().hex
     env = {**os.environ, TAG_ENV: tag, "PYTHONPATH": str(ROOT)}
-    flow = subprocess.Popen([sys.executable, "-c", driver], env=env, cwd=ROOT,
-                            start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "flow.log"  # a file: an undrained pipe can block the flow
+    with open(log, "w") as f:
+        flow = subprocess.Popen([sys.executable, "-c", driver], env=env, cwd=ROOT,
+                                start_new_session=True, stdout=subprocess.DEVNULL,
+                                stderr=f)
     try:
-        wait_until(lambda: all((tmp_path / f"{nb.stem}.running").exists()
-                               for nb in notebooks), STARTUP_SECONDS,
-                   "both kernels to run")
+        wait_until(running(flow, log, lambda: all(
+            (tmp_path / f"{nb.stem}.running").exists() for nb in notebooks)),
+            STARTUP_SECONDS, "both kernels to run")
         interrupt(flow, "make")
         elapsed = seconds_until_none_left(tag)
     finally:
         kill_left(tag)
-    err = flow.stderr.read()
-    assert flow.wait(10) == 128 + signal.SIGTERM, err[-2000:]
+    assert flow.wait(10) == 128 + signal.SIGTERM, log.read_text()[-2000:]
     assert elapsed <= LIMIT_SECONDS
     written = (tmp_path / "out" / "notebooks").glob("*.ipynb")
     assert all(p.name.endswith(".partial.ipynb") for p in written)
