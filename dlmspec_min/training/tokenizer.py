@@ -34,7 +34,6 @@ def train_tokenizer(sentences, vocab_size: int = VOCAB_SIZE):
         pre_tokenizers,
         trainers,
     )
-    from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
     tok.normalizer = normalizers.NFC()
@@ -49,6 +48,13 @@ def train_tokenizer(sentences, vocab_size: int = VOCAB_SIZE):
             raise RuntimeError(
                 f"special token {name} got id {tok.token_to_id(name)}, not {i}"
             )
+    return _as_transformers(tok)
+
+
+def _as_transformers(tok):
+    """A ``tokenizers.Tokenizer`` as transformers' fast tokenizer, with our specials."""
+    from transformers import PreTrainedTokenizerFast
+
     return PreTrainedTokenizerFast(
         tokenizer_object=tok,
         pad_token="[PAD]",
@@ -210,7 +216,6 @@ def train_math_tokenizer(texts, vocab_size: int = MATH_VOCAB_SIZE):
     """
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, trainers
     from tokenizers import pre_tokenizers as pre
-    from transformers import PreTrainedTokenizerFast
 
     def pre_tokenizer():
         return pre.Sequence([pre.WhitespaceSplit(),
@@ -241,11 +246,4 @@ def train_math_tokenizer(texts, vocab_size: int = MATH_VOCAB_SIZE):
     for i, name in enumerate(SPECIAL_TOKENS):
         if out.token_to_id(name) != i:
             raise RuntimeError(f"special token {name} got id {out.token_to_id(name)}")
-    return PreTrainedTokenizerFast(
-        tokenizer_object=out,
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        bos_token="[BOS]",
-        eos_token="[EOS]",
-        mask_token="[MASK]",
-    )
+    return _as_transformers(out)

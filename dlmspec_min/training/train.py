@@ -361,11 +361,17 @@ def train(
         "torch": torch.__version__,
         "final": history[-1],
     }
+    return save_trained(model, tok, out, history, summary)
+
+
+def save_trained(model, tokenizer, out: Path, history: list, summary: dict) -> Path:
+    """Write a trained model to ``out`` whole or not at all: half-precision
+    weights, the tokenizer, ``train_log.jsonl`` and ``training.json``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        tmp = Path(tmp) / size
+        tmp = Path(tmp) / out.name
         model.to(STORAGE_DTYPE).save_pretrained(tmp)
-        save_tokenizer(tok, tmp)
+        save_tokenizer(tokenizer, tmp)
         (tmp / "train_log.jsonl").write_text(
             "".join(json.dumps(h) + "\n" for h in history)
         )
