@@ -23,6 +23,7 @@ from dlmspec_min.ssld import (
 )
 from dlmspec_min.ssld.semantic import semantic_ids_for
 from dlmspec_min.training.train import SEQ_LEN
+from dlmspec_min.worlds import PROSE, retagged
 
 P, G, BL = 4, 8, 4
 
@@ -117,7 +118,8 @@ def test_drafts_and_verify_pass_read_the_prompt(tiny):
 @pytest.fixture(scope="module")
 def figures(tiny):
     (target, tok), (draft, _) = tiny["target"], tiny["draft"]
-    kw = dict(K=8, codebook_seeds=[0, 1], n_train=16, lexicon=tiny["lexicon"],
+    kw = dict(K=8, codebook_seeds=[0, 1], n_train=16,
+              world=retagged(PROSE, tiny["lexicon"]),
               gen_length=G, block_length=BL, threshold=0.5, temperature=1.0, seed=3,
               n_boot=100, e2e_infill="Fast-dLLM threshold + dual cache",
               head_kw=dict(steps=5))

@@ -20,6 +20,7 @@ from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing import claims
 from dlmspec_min.ssld import drafting, win_condition
 from dlmspec_min.training import train
+from dlmspec_min.worlds import prose
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "03_win_condition.md"
 # what the page records itself: the verdicts, its run time and the figures
@@ -46,7 +47,7 @@ def small_corpus(tokenizer, seq_len):
 @pytest.fixture(scope="module")
 def models(tiny_pair):
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(drafting, "_training_rows", small_corpus)
+        mp.setattr(prose, "_training_windows", small_corpus)
         yield tiny_pair
 
 

@@ -18,6 +18,7 @@ from dlmspec_min.measures.tagger import CONTENT, FUNCTION, Lexicon
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import check_values, evaluate, load_registry
 from dlmspec_min.ssld import conditional, drafting
+from dlmspec_min.worlds import PROSE, retagged
 
 matplotlib.use("Agg")
 NOTEBOOK = REPO_ROOT / "notebooks" / "06_conditional.md"
@@ -42,7 +43,7 @@ def lexicon(tiny_pair):
 
 @pytest.fixture(scope="module")
 def result(tiny_pair, lexicon):
-    return c6x.measure(tiny_pair, lexicon=lexicon, **SIZES)
+    return c6x.measure(tiny_pair, world=retagged(PROSE, lexicon), **SIZES)
 
 
 def test_values_hold_every_name_the_page_reads_and_the_rule_needs(result):
@@ -84,7 +85,7 @@ def test_intervals_are_ordered_and_rates_are_probabilities(result):
 def test_same_seed_same_values_whatever_the_global_torch_seed(
         tiny_pair, lexicon, result):
     torch.manual_seed(12345)  # the page seeds torch before loading; measure needs none
-    again = c6x.measure(tiny_pair, lexicon=lexicon, **SIZES)
+    again = c6x.measure(tiny_pair, world=retagged(PROSE, lexicon), **SIZES)
     assert list(again.values) == list(result.values)
     assert all(same_value(again.values[k], v) for k, v in result.values.items())
     assert again.tables["side_by_side"].equals(result.tables["side_by_side"])

@@ -14,6 +14,7 @@ from pages import rule_names, same_value, shown_glue_names
 from dlmspec_min.experiments import c7_strong_model as c7m
 from dlmspec_min.measures import tagger
 from dlmspec_min.plumbing.claims import load_registry, plain
+from dlmspec_min.worlds import PROSE
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "07_strong_model.md"
@@ -184,7 +185,7 @@ def test_more_accelerator_samples_than_samples_is_refused():
 
 def test_more_windows_than_held_out_is_refused():
     with pytest.raises(ValueError, match="held-out windows exist"):
-        c7m.held_out_text(10**6, 0)
+        PROSE.held_out_rows(10**6, 0)
 
 
 def test_held_out_windows_are_a_sorted_seeded_draw():
@@ -192,7 +193,7 @@ def test_held_out_windows_are_a_sorted_seeded_draw():
     from dlmspec_min.training.tokenizer import load_tokenizer
 
     every = train.held_out_windows(load_tokenizer())
-    _, a = c7m.held_out_text(5, 3)
+    _, a = PROSE.held_out_rows(5, 3)
     pick = np.sort(np.random.default_rng(3).choice(len(every), 5, replace=False))
     assert torch.equal(torch.as_tensor(a), torch.as_tensor(every[pick]))
     assert len({tuple(row.tolist()) for row in a}) == 5

@@ -12,6 +12,7 @@ from dlmspec_min.experiments import c8_information as c8
 from dlmspec_min.measures.tagger import CONTENT, FUNCTION, Lexicon
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import check_values, load_registry
+from dlmspec_min.worlds import PROSE, retagged
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "08_information.md"
 # sizes at which a measurement takes a second or two on one thread; the lower
@@ -34,7 +35,7 @@ def tiny(tiny_pair):
 @pytest.fixture(scope="module")
 def result(tiny):
     models, lexicon = tiny
-    return c8.measure(models, lexicon=lexicon, **SIZES)
+    return c8.measure(models, world=retagged(PROSE, lexicon), **SIZES)
 
 
 # --- the tiny-model measurement --------------------------------------------------
@@ -104,7 +105,7 @@ def test_every_interval_holds_its_estimate(result):
 
 def test_same_seed_same_values(tiny, result):
     models, lexicon = tiny
-    again = c8.measure(models, lexicon=lexicon, **SIZES)
+    again = c8.measure(models, world=retagged(PROSE, lexicon), **SIZES)
     assert list(again.values) == list(result.values)
     diff = [k for k, v in result.values.items() if not same_value(again.values[k], v)]
     assert diff == []
@@ -113,12 +114,13 @@ def test_same_seed_same_values(tiny, result):
 def test_prompts_are_held_out_sentences_or_the_start_token(tiny):
     models, _ = tiny
     tok = models.tokenizer
-    p0 = c8.prompts(tok, 3, 4, 1, seed=0, device="cpu")
+    p0, bos = c8.prompts(PROSE, tok, 3, 4, seed=0, device="cpu")
     assert p0.shape == (3, 4) and (p0[:, 0] == tok.bos_token_id).all()
-    assert (p0 == c8.prompts(tok, 3, 4, 1, seed=0, device="cpu")).all()
-    assert not (p0 == c8.prompts(tok, 3, 4, 1, seed=1, device="cpu")).all()
-    start = c8.prompts(tok, 3, 1, 1, seed=0, device="cpu")
-    assert start.shape == (3, 1) and (start == tok.bos_token_id).all()
+    assert bos.shape == (3, 1) and (bos == tok.bos_token_id).all()
+    assert (p0 == c8.prompts(PROSE, tok, 3, 4, seed=0, device="cpu")[0]).all()
+    assert not (p0 == c8.prompts(PROSE, tok, 3, 4, seed=1, device="cpu")[0]).all()
+    for start in c8.prompts(PROSE, tok, 3, 1, seed=0, device="cpu"):
+        assert start.shape == (3, 1) and (start == tok.bos_token_id).all()
 
 
 def test_counts_and_rates_recomputed_from_the_arrays(result):
@@ -186,7 +188,7 @@ def test_the_tables_the_page_shows(result):
 def test_too_short_a_decode_is_refused_with_a_clear_message(tiny):
     models, lexicon = tiny
     with pytest.raises(ValueError, match="both are needed: raise n_side or gen_length"):
-        c8.measure(models, lexicon=lexicon,
+        c8.measure(models, world=retagged(PROSE, lexicon),
                    **{**SIZES, "n_side": 1, "gen_length": 1, "block_length": 1})
 
 

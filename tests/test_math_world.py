@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from dlmspec_min.measures.tagger import FUNCTION, PUNCT, SPECIAL
+from dlmspec_min.ssld import inputs
 from dlmspec_min.training import problems as P
 from dlmspec_min.training import train_math as T
 from dlmspec_min.training.tokenizer import (
@@ -74,14 +75,13 @@ def test_anchors_are_content_words_at_their_first_piece(tok):
     ids = torch.tensor([tok("Mia has 305 stamps . #### 305",
                             add_special_tokens=False)["input_ids"]])
     pieces = tok.convert_ids_to_tokens(ids[0])
-    word = WORLD.anchor_mask(tok, ids, "word")[0].tolist()
-    piece = WORLD.anchor_mask(tok, ids, "piece")[0].tolist()
+    roles = WORLD.roles()
+    word = inputs.anchor_mask(tok, ids, roles, "word")[0].tolist()
+    piece = inputs.anchor_mask(tok, ids, roles, "piece")[0].tolist()
     assert [p for p, a in zip(pieces, word, strict=True) if a] == ["Mia", "3", "stamps",
                                                                    "3"]
     assert sum(piece) == 8  # every digit piece of both numbers, the name and object
-    assert WORLD.content_mask(tok, ids)[0].tolist() == piece
-    with pytest.raises(ValueError, match="unknown anchor unit"):
-        WORLD.anchor_mask(tok, ids, "letter")
+    assert inputs.content_mask(tok, ids, roles)[0].tolist() == piece
 
 
 def test_prompts_are_left_padded_held_out_questions(tok):
@@ -157,3 +157,43 @@ def test_resume_gives_the_same_weights_as_one_run(tmp_path, monkeypatch):
         T.train("small", tmp_path / "three", steps=8, log=quiet, **hp)
     with pytest.raises(ValueError, match="other settings"):
         T.train("small", tmp_path / "three", log=quiet, **{**hp, "lr": 0.1})
+    # ... but how a step is computed may change, and the change is logged
+    three = T.train("small", tmp_path / "three", log=quiet, **{**hp, "bf16": False})
+    compute = json.loads((three / "training.json").read_text())["compute"]
+    assert compute == [{"from_step": 0, "threads": 1, "bf16": True},
+                       {"from_step": 2, "threads": 1, "bf16": False}]
+    assert summary["compute"] == [{"from_step": 0, "threads": 1, "bf16": True}]
+
+
+def test_c6s_prompt_pair_is_refused_with_its_reason(tok):
+    with pytest.raises(ValueError, match="no prompts without context"):
+        WORLD.prompt_pair(tok, 3, T.PROMPT_LENGTH)
+
+
+def test_training_rows_are_fresh_problems_in_the_training_layout(tok):
+    rows = WORLD.training_rows(tok, 5, seed=2)
+    assert rows.shape == (5, T.SEQ_LEN) and WORLD.row_length == T.SEQ_LEN
+    assert torch.equal(rows, WORLD.training_rows(tok, 5, seed=2))
+    assert not torch.equal(rows, WORLD.training_rows(tok, 5, seed=3))
+    held = {tuple(r.tolist()) for r in WORLD.held_out_rows(200)[1]}
+    assert not held & {tuple(r.tolist()) for r in rows}  # no held-out problem
+    assert (rows[:, T.PROMPT_LENGTH - 1] != PAD_ID).all()  # a question ends the prompt
+    # the SID head's windows: anchors only where the roles say content
+    from dlmspec_min.ssld.drafting import training_windows
+
+    win, anchors = training_windows(WORLD, tok, 5, 2, prompt=WORLD.prompts(tok, 2))
+    assert torch.equal(win, rows)
+    assert torch.equal(anchors, inputs.anchor_mask(tok, rows, WORLD.roles()))
+    with pytest.raises(ValueError, match="math prompts are 64 tokens long"):
+        WORLD.training_rows(tok, 5, 2, prompt=torch.zeros(2, 1, dtype=torch.long))
+
+
+def test_held_out_rows_and_token_counts(tok):
+    ref_tok, rows = WORLD.held_out_rows(4, seed=1)
+    assert ref_tok.vocab_size == tok.vocab_size
+    assert torch.equal(rows[:, : T.PROMPT_LENGTH], WORLD.prompts(tok, 4, seed=1))
+    counts = WORLD.token_counts(tok, vocab_size=1000)
+    assert counts.shape == (1000,) and counts[[PAD_ID, MASK_ID]].sum() == 0
+    digits = [tok.convert_tokens_to_ids(f"##{d}") for d in "0123456789"]
+    assert counts[digits].min() > 0  # every digit occurs
+    assert (counts == WORLD.token_counts(tok, vocab_size=1000)).all()

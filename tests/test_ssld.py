@@ -28,6 +28,7 @@ from dlmspec_min.ssld import (
     win_condition,
 )
 from dlmspec_min.ssld.semantic import fit_semantic_ids, semantic_ids_for
+from dlmspec_min.worlds import PROSE, retagged
 
 G, BL = 8, 4
 THRESHOLD = DecodeConfig(gen_length=G, block_length=BL, rule="threshold", threshold=0.5)
@@ -344,7 +345,7 @@ def test_anchor_mask_refuses_bad_arguments(pieces):
     with pytest.raises(ValueError, match="no content token"):
         inputs.continuation_share(tok, ids[:1, :2], lexicon)
     with pytest.raises(ValueError, match="unknown anchor unit"):
-        drafting.training_windows(tok, lexicon, 2, 0, unit="pieces")
+        drafting.training_windows(retagged(PROSE, lexicon), tok, 2, 0, unit="pieces")
 
 
 def test_ssld_drafts_and_verifies_word_initial_positions_only(pieces, toy_sid):
@@ -411,23 +412,20 @@ def test_codebooks_rebuild_ids_and_head_per_seed_and_pool_over_them(tiny):
     """Each codebook equals an acceptance table built by hand with that seed's IDs
     and drafts on the caller's decode; the pooled alpha is the mean over codebooks;
     builds with different seeds draw disjoint codebook seeds."""
-    from dlmspec_min.measures import tagger
-
     (target, tok), (draft_den, _) = tiny["target"], tiny["draft"]
-    lexicon = tagger.default_lexicon()
+    world = PROSE
     B, Gn = 3, 8
     prompt = torch.full((B, 1), tok.bos_token_id)
     tokens = torch.randint(5, 8192, (B, Gn), generator=torch.Generator().manual_seed(4))
     anchors = torch.rand(B, Gn, generator=torch.Generator().manual_seed(5)) < 0.7
-    books = codebooks.codebooks(target, draft_den, tok, lexicon, prompt, tokens,
+    books = codebooks.codebooks(target, draft_den, tok, world, prompt, tokens,
                                 anchors, 8, [3, 0], n_train=16, n_boot=50)
     assert list(books) == [3, 0]
     verify = decoder.verify_logits(target, prompt, Gn)
     for s in (3, 0):
         sid = semantic_ids_for(target, 8, seed=s, tokenizer=tok)
         assert torch.equal(books[s].sid.flat, sid.flat)
-        win, content = drafting.training_windows(tok, lexicon, 16, s,
-                                             bos_id=tok.bos_token_id)
+        win, content = drafting.training_windows(world, tok, 16, s, prompt=prompt)
         drafts = drafting.drafts_for(draft_den, sid, win, content, 1, Gn)
         sids = {n: d(prompt, Gn).sids for n, d in drafts.items()}
         sids[codebooks.FIRST_PASS] = decoder.target_cluster_argmax(verify, sid)
@@ -465,10 +463,10 @@ def test_codebooks_rebuild_ids_and_head_per_seed_and_pool_over_them(tiny):
     assert codebooks.codebook_seeds(0, 5) == [0, 1, 2, 3, 4]
     assert codebooks.codebook_seeds(1, 5) == [5, 6, 7, 8, 9]
     with pytest.raises(ValueError, match="at least one seed"):
-        codebooks.codebooks(target, draft_den, tok, lexicon, prompt, tokens, anchors, 8,
+        codebooks.codebooks(target, draft_den, tok, world, prompt, tokens, anchors, 8,
                             [])
     with pytest.raises(ValueError, match="distinct"):
-        codebooks.codebooks(target, draft_den, tok, lexicon, prompt, tokens, anchors, 8,
+        codebooks.codebooks(target, draft_den, tok, world, prompt, tokens, anchors, 8,
                        [1, 1])
     with pytest.raises(ValueError, match="codebooks must be an integer"):
         codebooks.codebook_seeds(0, 0)

@@ -28,7 +28,8 @@ def test_prose_world_roles_and_anchors_are_the_taggers():
     lexicon = default_lexicon()
     assert world.token_classes(tok, ids[0].tolist()) == classes_of_tokens(
         tok, ids[0].tolist(), lexicon)
+    assert world.roles() == lexicon
     for unit in ("word", "piece"):
-        assert torch.equal(world.anchor_mask(tok, ids, unit),
+        assert torch.equal(inputs.anchor_mask(tok, ids, world.roles(), unit),
                            inputs.anchor_mask(tok, ids, lexicon, unit))
     assert torch.equal(world.prompts(tok, 3), unconditional_prompt(tok, 3))

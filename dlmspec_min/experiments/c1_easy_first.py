@@ -19,8 +19,9 @@ import pandas as pd
 
 from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
-from ..measures import order, tagger
+from ..measures import order
 from ..measures.tagger import CONTENT, FUNCTION, PUNCT
+from ..worlds import PROSE, World
 from .common import Measurement, Models
 
 PRIMARY, RANDOM = "confidence", "random"
@@ -232,9 +233,10 @@ def threshold_table(par: dict) -> pd.DataFrame:
 def measure(models: Models, *, n_samples: int = 24, gen_length: int = 32,
             block_length: int = 8, temperature: float = 1.0, threshold: float = 0.9,
             thresholds=(0.1,), n_bootstrap: int = 1000, seed: int = 0,
-            device="cpu") -> Measurement:
+            device="cpu", world: World = PROSE) -> Measurement:
     """The whole C1 measurement of notebook 01 (the parameters are the page's;
-    only ``models.target`` and its tokenizer are used).
+    only ``models.target`` and its tokenizer are used), in ``world`` (its prompts,
+    roles and token counts).
 
     ``values``: every glued value, in the page's order. ``tables``: decoders
     (forwards, tokens per step, seconds), samples, summary, content_by_decile,
@@ -244,9 +246,9 @@ def measure(models: Models, *, n_samples: int = 24, gen_length: int = 32,
     thresholds (threshold -> decoder name) for the figures.
     """
     target, tokenizer = models.target, models.tokenizer
-    lexicon = tagger.default_lexicon()
-    counts = order.brown_token_counts(tokenizer, vocab_size=target.vocab_size)
-    prompt = order.unconditional_prompt(tokenizer, n_samples, device=device)
+    lexicon = world.roles()
+    counts = world.token_counts(tokenizer, vocab_size=target.vocab_size)
+    prompt = world.prompts(tokenizer, n_samples, seed=seed, device=device)
     thr = threshold_names(threshold, thresholds)
     results, tokens, seconds = decode_all(
         target, tokenizer, prompt,

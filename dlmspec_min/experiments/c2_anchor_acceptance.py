@@ -24,7 +24,7 @@ import torch
 
 from ..decoding.decode import generate
 from ..measures import regime, stats, tagger
-from ..measures.order import row_generators, unconditional_prompt
+from ..measures.order import row_generators
 from ..ssld import (
     accelerators,
     chance_levels,
@@ -35,6 +35,7 @@ from ..ssld import (
     semantic,
     win_condition,
 )
+from ..worlds import PROSE, World
 from .common import Measurement, Models
 
 HEAD = drafting.HeadDraft.name  # "small model + trained SID head"
@@ -335,8 +336,10 @@ def _plain(value):
 def measure(models: Models, *, n_samples: int, gen_length: int, block_length: int,
             threshold: float, temperature: float, K: int, levels: int, K_sweep,
             n_train: int, n_bootstrap: int, seed: int, n_codebooks: int,
-            paper_alpha: float, paper_tau: float, device: str = "cpu") -> Measurement:
-    """C2's measurement at the page's parameters (see the module docstring).
+            paper_alpha: float, paper_tau: float, device: str = "cpu",
+            world: World = PROSE) -> Measurement:
+    """C2's measurement at the page's parameters (see the module docstring), in
+    ``world`` (its prompts, roles and the SID head's training text).
 
     ``paper_alpha`` is the paper's alpha_SID and ``paper_tau`` its accelerator's
     tokens per forward (both from ``book/claims.yml``, read by the page). Tables:
@@ -352,8 +355,8 @@ def measure(models: Models, *, n_samples: int, gen_length: int, block_length: in
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0:
             raise ValueError(f"{name} must be a positive number, got {x!r}")
     target, draft, tok = models.target, models.draft, models.tokenizer
-    lexicon = tagger.default_lexicon()
-    prompt = unconditional_prompt(tok, n_samples, device=device)
+    lexicon = world.roles()
+    prompt = world.prompts(tok, n_samples, seed=seed, device=device)
     P = prompt.shape[1]
     accs = accelerators.accelerators(gen_length, block_length, threshold, temperature,
                                      supports_cache=target.supports_cache)
@@ -376,7 +379,7 @@ def measure(models: Models, *, n_samples: int, gen_length: int, block_length: in
 
     t0 = time.perf_counter()
     verify = decoder.verify_logits(target, prompt, gen_length)  # (B, G, V)
-    books = codebooks.codebooks(target, draft, tok, lexicon, prompt, tokens, anchors,
+    books = codebooks.codebooks(target, draft, tok, world, prompt, tokens, anchors,
                                 K, book_seeds, levels=levels, n_train=n_train,
                                 n_boot=n_bootstrap, boot_seed=seed, verify=verify)
     r.values["c2_codebooks_seconds"] = time.perf_counter() - t0

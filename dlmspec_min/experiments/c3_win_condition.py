@@ -19,9 +19,10 @@ import pandas as pd
 import torch
 
 from ..decoding.decode import generate
-from ..measures import regime, stats, tagger
+from ..measures import regime, stats
 from ..measures.order import row_generators
 from ..ssld import accelerators, codebooks, drafting, inputs, win_condition
+from ..worlds import PROSE, World
 from .common import Measurement, Models
 
 COST = "c (draft cost, target forwards)"  # the acceptance table's draft-cost column
@@ -264,20 +265,21 @@ def measure(
     models: Models, prompt: torch.Tensor, *, gen_length: int, block_length: int,
     threshold: float, temperature: float, K: int, levels: int, n_train: int,
     n_repeats: int, n_timed: int, n_bootstrap: int, seed: int, n_codebooks: int,
-    tau_paper: float | None = None, lexicon=None,
+    tau_paper: float | None = None, world: World = PROSE,
 ) -> WinCondition:
     """C3's measurement on ``prompt`` (B, P), one sample per row (SPEC.md 3.1, 5).
 
     Every decoder decodes the same prompts with the same per-row random streams
     (``row_generators(seed, B)``). ``tau_paper``, the paper's accelerator figure
     (the page reads it from the registry), adds the paper's own bar as context.
-    ``values`` are in the order the page records them.
+    ``values`` are in the order the page records them. ``world`` gives the roles
+    (anchors) and the SID head's training text.
     """
     B = prompt.shape[0]
     if n_timed > B:
         raise ValueError(f"n_timed = {n_timed} must not exceed n_samples = {B}")
     target, draft_den, tok = models.target, models.draft, models.tokenizer
-    lexicon = tagger.default_lexicon() if lexicon is None else lexicon
+    lexicon = world.roles()
     P, L = prompt.shape[1], prompt.shape[1] + gen_length
     book_seeds = codebooks.codebook_seeds(seed, n_codebooks)
 
@@ -304,7 +306,7 @@ def measure(
     tokens = ref.generated
     anchors = inputs.anchor_mask(tok, ref.tokens, lexicon)[:, P:]  # (B, G): words
     anchors_piece = inputs.anchor_mask(tok, ref.tokens, lexicon, unit="piece")[:, P:]
-    books = codebooks.codebooks(target, draft_den, tok, lexicon, prompt, tokens,
+    books = codebooks.codebooks(target, draft_den, tok, world, prompt, tokens,
                                 anchors, K, book_seeds, levels=levels, n_train=n_train,
                                 n_boot=n_bootstrap, boot_seed=seed)
     first = books[book_seeds[0]]  # the codebook SSLD runs with end to end

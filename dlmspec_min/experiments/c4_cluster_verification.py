@@ -21,9 +21,10 @@ import pandas as pd
 import torch
 
 from ..decoding.decode import generate
-from ..measures import stats, tagger
-from ..measures.order import row_generators, unconditional_prompt
+from ..measures import stats
+from ..measures.order import row_generators
 from ..ssld import accelerators, codebooks, decoder, drafting, inputs, semantic
+from ..worlds import PROSE, World
 from .common import Measurement, Models
 
 VERIFY = "verify-pass argmax (relaxed decoder)"  # the primary target token
@@ -72,17 +73,18 @@ class ClusterVerification(Measurement):
 
 def token_pairs(models: Models, *, n_samples: int, gen_length: int, block_length: int,
                 threshold: float, temperature: float, K: int, seed: int,
-                device) -> Pairs:
+                device, world: World = PROSE) -> Pairs:
     """Decode, find the anchors, and draw the draft's and the target's tokens.
 
     Anchors are the content positions of the target's own Fast-dLLM threshold
-    decode of the ``[BOS]`` prompt (one seeded stream per sample); the target
+    decode of ``world``'s prompts (prose: ``[BOS]``; one seeded stream per
+    sample) with ``world``'s roles; the target
     tokens are the verify pass's argmax (special tokens excluded) and the final
     decoded token (the oracle of notebook 02).
     """
     target, tok = models.target, models.tokenizer
-    lexicon = tagger.default_lexicon()
-    prompt = unconditional_prompt(tok, n_samples, device=device)
+    lexicon = world.roles()
+    prompt = world.prompts(tok, n_samples, seed=seed, device=device)
     P = prompt.shape[1]
     sid = semantic.semantic_ids_for(target, K, seed=seed, tokenizer=tok)
     cfg = accelerators.accelerators(gen_length, block_length, threshold, temperature)[
@@ -175,13 +177,15 @@ def rule_values(row) -> dict[str, float]:
 def measure(models: Models, *, n_samples: int = 32, gen_length: int = 48,
             block_length: int = 16, threshold: float = 0.9, temperature: float = 1.0,
             K: int = 256, K_sweep=(32, 128, 512), n_permutations: int = 10000,
-            n_bootstrap: int = 2000, seed: int = 0,
-            device: str = "cpu") -> ClusterVerification:
-    """Everything C4's page measures, in the page's order (``values``: the ``c4_*``
-    glue names except the verdicts and the run time, which the page records)."""
+            n_bootstrap: int = 2000, seed: int = 0, device: str = "cpu",
+            world: World = PROSE) -> ClusterVerification:
+    """Everything C4's page measures in ``world``, in the page's order (``values``:
+    the ``c4_*`` glue names except the verdicts and the run time, which the page
+    records)."""
     pairs = token_pairs(models, n_samples=n_samples, gen_length=gen_length,
                         block_length=block_length, threshold=threshold,
-                        temperature=temperature, K=K, seed=seed, device=device)
+                        temperature=temperature, K=K, seed=seed, device=device,
+                        world=world)
     drafted, anchors, sid = pairs.drafted, pairs.anchors, pairs.sid
     rows, perms = {}, {}
     for i, (name, tt) in enumerate(pairs.targets.items()):

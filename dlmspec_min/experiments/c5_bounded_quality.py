@@ -25,9 +25,10 @@ import torch
 from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
 from ..measures import judge as judges
-from ..measures import quality, stats, tagger
-from ..measures.order import row_generators, unconditional_prompt
+from ..measures import quality, stats
+from ..measures.order import row_generators
 from ..ssld import accelerators, drafting, inputs, semantic
+from ..worlds import PROSE, World
 from .common import Measurement, Models
 
 BASELINE = "baseline"
@@ -161,13 +162,14 @@ def measure(models: Models, *, judge: str = judges.SMOLLM2, n_samples: int = 12,
             gen_length: int = 48, block_length: int = 16, threshold: float = 0.9,
             thresholds=(0.9, 0.5), temperature: float = 1.0, K: int = 256,
             quality_bound: float = 0.05, n_bootstrap: int = 2000, seed: int = 0,
-            device: str = "cpu") -> BoundedQuality:
-    """Everything C5's page measures, in the page's order (``values``: the ``c5_*``
-    glue names except the verdict and the run time, which the page records)."""
+            device: str = "cpu", world: World = PROSE) -> BoundedQuality:
+    """Everything C5's page measures on ``world``'s prompts and roles, in the page's
+    order (``values``: the ``c5_*`` glue names except the verdict and the run time,
+    which the page records)."""
     target, tok = models.target, models.tokenizer
     jm = judges.load_judge(judge, device=device)
-    lexicon = tagger.default_lexicon()
-    prompt = unconditional_prompt(tok, n_samples, device=device)
+    lexicon = world.roles()
+    prompt = world.prompts(tok, n_samples, seed=seed, device=device)
     L = prompt.shape[1] + gen_length
     sid = semantic.semantic_ids_for(target, K, seed=seed, tokenizer=tok)
     drafter = drafting.SmallMarginalDraft(models.draft, sid)

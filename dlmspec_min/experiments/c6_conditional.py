@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..measures import order, regime, tagger
+from ..measures import regime
 from ..measures.tagger import CONTENT, FUNCTION, PUNCT
 from ..ssld import codebooks, conditional, drafting, win_condition
+from ..worlds import PROSE, World
 from .common import Measurement, Models
 
 UNC, PRO = "unconditional ([BOS])", "held-out text prompts"
@@ -53,12 +54,14 @@ class ConditionalMeasurement(Measurement):
 
 
 def prompt_sets(tokenizer, n_samples: int, prompt_length: int, prompt_seed: int,
-                device: str = "cpu") -> dict:
-    """``[BOS]`` alone and held-out Brown sentence beginnings, ``n_samples`` each
-    (SPEC.md section 5, C6: prompts that are real text prefixes [DERIVED])."""
-    return {UNC: order.unconditional_prompt(tokenizer, n_samples, device=device),
-            PRO: order.held_out_prompts(tokenizer, n_samples, prompt_length,
-                                        seed=prompt_seed).to(device)}
+                device: str = "cpu", world: World = PROSE) -> dict:
+    """``world``'s prompts without and with context, ``n_samples`` each (prose:
+    ``[BOS]`` alone and held-out Brown sentence beginnings; math: no question and
+    held-out questions; SPEC.md section 5, C6: prompts that are real text
+    prefixes [DERIVED])."""
+    without, with_context = world.prompt_pair(tokenizer, n_samples, prompt_length,
+                                              seed=prompt_seed, device=device)
+    return {UNC: without, PRO: with_context}
 
 
 def infill_accelerator(target) -> str:
@@ -219,23 +222,23 @@ def measure(
     models: Models, *, n_samples: int, prompt_length: int, gen_length: int,
     block_length: int, threshold: float, temperature: float, K: int, levels: int,
     n_train: int, n_bootstrap: int, seed: int, prompt_seed: int, n_codebooks: int,
-    device: str = "cpu", lexicon: tagger.Lexicon | None = None,
-    head_kw: dict | None = None,
+    device: str = "cpu", world: World = PROSE, head_kw: dict | None = None,
 ) -> ConditionalMeasurement:
-    """C1-C3's key figures from ``[BOS]`` and from held-out prompts, side by side.
+    """C1-C3's key figures without context and with it (``prompt_sets``), side by
+    side.
 
     Both prompt sets run ``conditional.key_figures`` with the same seed (the same
     per-row random streams), the same codebooks (``codebooks.codebook_seeds(seed,
-    n_codebooks)``) and SSLD end to end with ``infill_accelerator``. ``lexicon``
-    defaults to the Brown lexicon; ``head_kw`` goes to the SID head's training.
+    n_codebooks)``) and SSLD end to end with ``infill_accelerator``. ``world``
+    gives the prompts, roles, token counts and the head's training text;
+    ``head_kw`` goes to the SID head's training.
     """
     target, draft, tok = models.target, models.draft, models.tokenizer
-    lexicon = tagger.default_lexicon() if lexicon is None else lexicon
-    counts = order.brown_token_counts(tok, vocab_size=target.vocab_size)
+    counts = world.token_counts(tok, vocab_size=target.vocab_size)
     book_seeds = codebooks.codebook_seeds(seed, n_codebooks)
-    prompts = prompt_sets(tok, n_samples, prompt_length, prompt_seed, device)
+    prompts = prompt_sets(tok, n_samples, prompt_length, prompt_seed, device, world)
     figs = {name: conditional.key_figures(
-        target, draft, tok, prompt, K=K, codebook_seeds=book_seeds, lexicon=lexicon,
+        target, draft, tok, prompt, K=K, codebook_seeds=book_seeds, world=world,
         levels=levels, n_train=n_train, gen_length=gen_length,
         block_length=block_length, threshold=threshold, temperature=temperature,
         seed=seed, n_boot=n_bootstrap, counts=counts,

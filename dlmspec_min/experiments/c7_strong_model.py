@@ -31,7 +31,7 @@ import torch
 from ..decoding.decode import generate
 from ..decoding.denoisers import load_denoiser
 from ..measures import determinedness, regime, stats, tagger
-from ..measures.order import row_generators, unconditional_prompt
+from ..measures.order import row_generators
 from ..ssld import (
     accelerators,
     chance_levels,
@@ -40,8 +40,7 @@ from ..ssld import (
     inputs,
     win_condition,
 )
-from ..training import train
-from ..training.tokenizer import load_tokenizer
+from ..worlds import PROSE, World
 from .common import Measurement
 
 ROLES = ("small", "base", "large")  # the page's order of the three targets
@@ -105,19 +104,6 @@ def models_table(models: StrongModels, n_params: dict[str, int]) -> pd.DataFrame
 
 
 # --- determinedness (SPEC.md section 5, C7) -------------------------------------------
-
-
-def held_out_text(n_windows: int, seed: int):
-    """The project tokenizer and ``n_windows`` held-out Brown windows drawn with
-    ``seed`` (sorted), defined in the project's tokens."""
-    ref_tok = load_tokenizer()
-    held = train.held_out_windows(ref_tok)
-    if n_windows > len(held):
-        raise ValueError(
-            f"n_windows = {n_windows}: only {len(held)} held-out windows exist")
-    rng = np.random.default_rng(seed)
-    pick = np.sort(rng.choice(len(held), n_windows, replace=False))
-    return ref_tok, held[pick]
 
 
 def leave_one_out_by_role(models: StrongModels, held, ref_tok, lexicon,
@@ -314,8 +300,9 @@ def measure(models: StrongModels, *, n_windows: int, n_positions: int, batch_siz
             n_samples: int, n_tau: int, gen_length: int, block_length: int,
             threshold: float, temperature: float, K: int, levels: int, n_train: int,
             n_bootstrap: int, seed: int, n_codebooks: int, paper_ratio: float,
-            tau_paper: float, device: str = "cpu") -> Measurement:
-    """Determinedness of the three targets and SSLD on the large one (module doc).
+            tau_paper: float, device: str = "cpu", world: World = PROSE) -> Measurement:
+    """Determinedness of the three targets and SSLD on the large one (module doc),
+    in ``world`` (its held-out text, prompts, roles and the head's training text).
 
     ``paper_ratio`` (the paper's "twice as determined") and ``tau_paper`` (its
     accelerator's tokens per forward) come from the registry, as context only.
@@ -334,8 +321,8 @@ def measure(models: StrongModels, *, n_windows: int, n_positions: int, batch_siz
     tables["models"] = models_table(models, n_params)
 
     # determinedness on held-out text
-    lexicon = tagger.default_lexicon()
-    ref_tok, held = held_out_text(n_windows, seed)
+    lexicon = world.roles()
+    ref_tok, held = world.held_out_rows(n_windows, seed)
     loo, classes_of, seconds = leave_one_out_by_role(
         models, held, ref_tok, lexicon, n_positions, batch_size, seed, device)
     base_positions = loo["base"].measured.cpu()
@@ -362,7 +349,7 @@ def measure(models: StrongModels, *, n_windows: int, n_positions: int, batch_siz
     large, tok_l = models.loaded[models.names["large"]]
     draft_den = models.loaded[models.draft][0]
     book_seeds = codebooks.codebook_seeds(seed, n_codebooks)
-    prompt = unconditional_prompt(tok_l, n_samples, device=device)
+    prompt = world.prompts(tok_l, n_samples, seed=seed, device=device)
     P = prompt.shape[1]
     accs = accelerators.accelerators(  # LLaDA's code: no cache
         gen_length, block_length, threshold, temperature,
@@ -391,10 +378,10 @@ def measure(models: StrongModels, *, n_windows: int, n_positions: int, batch_siz
 
     t0 = time.perf_counter()
     seq_len = P + gen_length
-    books = codebooks.codebooks(large, draft_den, tok_l, lexicon, prompt, tokens,
+    books = codebooks.codebooks(large, draft_den, tok_l, world, prompt, tokens,
                                 anchors, K, book_seeds, levels=levels, n_train=n_train,
                                 n_boot=n_bootstrap, boot_seed=seed,
-                                seq_len=max(train.SEQ_LEN, seq_len))
+                                seq_len=max(world.row_length, seq_len))
     table, table_piece, best = acceptance_tables(
         books, large, tokens, anchors, anchors_piece, seq_len, n_bootstrap, seed)
     alpha, alpha_lo, alpha_hi = table.loc[best, ["alpha", "low", "high"]]

@@ -32,9 +32,9 @@ import pandas as pd
 from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
 from ..measures import entropy, order, stats, tagger
-from ..measures.order import held_out_prompts
 from ..ssld import accelerators, codebooks, decoder, drafting, inputs, semantic
 from ..ssld import information as info
+from ..worlds import PROSE, World
 from .common import Measurement, Models
 
 CLASSES = [tagger.CONTENT, tagger.FUNCTION, tagger.PUNCT]
@@ -402,18 +402,19 @@ def closing_notes(values: dict, no_par: bool) -> dict:
         "degree." if no_par else "")}
 
 
-def prompts(tok, n: int, prompt_length: int, start_length: int, seed: int, device: str):
-    """``n`` held-out prompts of ``prompt_length`` tokens, or the start token alone
-    when ``prompt_length`` is no longer than it."""
-    if prompt_length <= start_length:
-        return order.unconditional_prompt(tok, n, device=device)
-    return held_out_prompts(tok, n, prompt_length, seed=seed).to(device)
+def prompts(world: World, tok, n: int, prompt_length: int, seed: int, device: str):
+    """``n`` of ``world``'s context prompts of ``prompt_length`` tokens (prose:
+    held-out sentence starts; the start token alone when ``prompt_length`` is no
+    longer than it), and ``n`` without context (``World.prompt_pair``)."""
+    without, with_context = world.prompt_pair(tok, n, prompt_length, seed=seed,
+                                              device=device)
+    return with_context, without
 
 
 def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
             gen_length: int, block_length: int, threshold: float, thresholds: list,
             temperature: float, K: int, n_bins: int, n_bootstrap: int, seed: int,
-            device: str = "cpu", lexicon=None) -> InformationMeasurement:
+            device: str = "cpu", world: World = PROSE) -> InformationMeasurement:
     """The whole C8 measurement with the page's parameters (notebook 08).
 
     ``values``: every value the page records before its verdict, by glue name, in
@@ -421,18 +422,15 @@ def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
     bins_<measure>, bounds, easy; ``arrays``: words, anchors (one row per anchor),
     bos_entropy (G,), bins, easy (every token with its group); ``facts``: what the
     page prints about the run. The caller seeds torch and loads the models.
-    ``lexicon``: the word classes (default ``tagger.default_lexicon()``, C1's).
+    ``world``: the prompts and the word classes (prose: Brown's lexicon, C1's).
     """
     target, tok = models.target, models.tokenizer
-    lexicon = tagger.default_lexicon() if lexicon is None else lexicon
+    lexicon = world.roles()
     sid = semantic.semantic_ids_for(target, K, seed=seed, tokenizer=tok)
     V = target.model.get_input_embeddings().weight.shape[0]
-    # the start token: [BOS] (or [CLS], or nothing)
-    start = order.unconditional_prompt(tok, 1, device=device)
-    prompt = prompts(tok, n_samples, prompt_length, start.shape[1], seed, device)
-    side_prompt = prompts(tok, n_side, prompt_length, start.shape[1], seed, device)
+    prompt, _ = prompts(world, tok, n_samples, prompt_length, seed, device)
+    side_prompt, bos_prompt = prompts(world, tok, n_side, prompt_length, seed, device)
     P = prompt.shape[1]
-    bos_prompt = order.unconditional_prompt(tok, n_side, device=device)
     facts = {"V": V, "K": sid.n_clusters, "P": P,
              "example": tok.decode(prompt[0].tolist())}
     sizes = dict(n_bootstrap=n_bootstrap, seed=seed)

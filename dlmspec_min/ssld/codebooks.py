@@ -115,7 +115,7 @@ class Codebook:
 
 
 def codebooks(
-    target, draft_denoiser, tokenizer, lexicon, prompt: torch.Tensor,
+    target, draft_denoiser, tokenizer, world, prompt: torch.Tensor,
     tokens: torch.Tensor, anchors: torch.Tensor, K: int, seeds: Sequence[int], *,
     levels: int = 1, n_train: int = 2048, n_boot: int = 2000, boot_seed: int = 0,
     head_kw: dict | None = None, verify: torch.Tensor | None = None,
@@ -124,8 +124,8 @@ def codebooks(
     """Rebuild the IDs and both drafts for each seed, on one fixed decode.
 
     For each seed: k-means IDs over the target's input embeddings
-    (``semantic_ids_for``), ``n_train`` Brown training windows for the head
-    (``training_windows``, their first token the prompt's), both drafts
+    (``semantic_ids_for``), ``n_train`` training rows of ``world`` for the head
+    (``training_windows``, laid out as ``prompt``), both drafts
     (``drafts_for``), the target's own first-pass guess (``verify`` (B, G, V):
     ``verify_logits`` of the prompt, computed here if None) and their
     ``acceptance_table`` on ``tokens``/``anchors`` (B, G), the target's decode.
@@ -139,13 +139,12 @@ def codebooks(
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct, got {seeds}")
     P, G = prompt.shape[1], tokens.shape[1]
-    bos = int(prompt[0, 0]) if P else None
     if verify is None:
         verify = verify_logits(target, prompt, G)
     books = {}
     for s in seeds:
         sid = semantic_ids_for(target, K, seed=s, tokenizer=tokenizer, levels=levels)
-        windows, content = training_windows(tokenizer, lexicon, n_train, s, bos_id=bos,
+        windows, content = training_windows(world, tokenizer, n_train, s, prompt=prompt,
                                             seq_len=seq_len, unit=unit)
         drafters = drafts_for(draft_denoiser, sid, windows, content, P, G,
                               **(head_kw or {}))

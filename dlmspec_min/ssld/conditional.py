@@ -105,7 +105,7 @@ class KeyFigures:
 
 def key_figures(
     target, draft, tokenizer, prompt: torch.Tensor, *, K: int, codebook_seeds,
-    lexicon, gen_length: int, block_length: int, threshold: float,
+    world, gen_length: int, block_length: int, threshold: float,
     temperature: float, levels: int = 1, n_train: int = 2048, seed: int = 0,
     n_boot: int = 2000, counts: np.ndarray | None = None,
     e2e_infill: str | None = None, head_kw: dict | None = None,
@@ -115,22 +115,20 @@ def key_figures(
     ``prompt`` (B, P) is the prompt set; every decode uses the same per-row
     random streams (``order.row_generators(seed, B)``), so two prompt sets
     measured with one seed differ only in their prompts. alpha_SID is pooled
-    over the codebooks of ``codebook_seeds`` (``codebooks.codebooks``: K k-means IDs
-    and both drafts per seed, the head trained on ``n_train`` Brown training
-    windows whose first P tokens play the prompt). ``e2e_infill`` names an
-    entry of ``accelerators.accelerators`` to run SSLD end to end with the best draft
-    of the first codebook (None: skip). ``head_kw`` goes to
-    ``drafting.train_sid_head`` (e.g. ``steps``).
+    over the codebooks of ``codebook_seeds`` (``codebooks.codebooks``: K k-means
+    IDs and both drafts per seed, the head trained on ``n_train`` training rows
+    of ``world`` whose first P tokens play the prompt; ``world``'s roles tell
+    the anchors). ``e2e_infill`` names an entry of ``accelerators.accelerators``
+    to run SSLD end to end with the best draft of the first codebook (None:
+    skip). ``head_kw`` goes to ``drafting.train_sid_head`` (e.g. ``steps``).
     """
-    from ..training.train import SEQ_LEN
-
     if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[0] < 1:
         raise ValueError("prompt must be a (batch, prompt_length) tensor, batch >= 1")
     B, P = prompt.shape
     G, device = gen_length, prompt.device
-    if SEQ_LEN < P + G:
+    if world.row_length < P + G:
         raise ValueError(
-            f"the head's training windows hold {SEQ_LEN} tokens, fewer than "
+            f"the head's training windows hold {world.row_length} tokens, fewer than "
             f"prompt_length + gen_length = {P + G}: shorten the prompt or the "
             "generation"
         )
@@ -146,6 +144,7 @@ def key_figures(
     t0 = time.perf_counter()
     one_per_step = order.one_token_per_step(G, temperature=temperature)
     res1 = generate(target, prompt, one_per_step, gens())
+    lexicon = world.roles()
     table1 = order.token_table(res1, tokenizer, lexicon, counts)
     c1 = order.class_order(table1, n_boot=n_boot, seed=seed)
     seconds["C1: one token per step"] = time.perf_counter() - t0
@@ -169,7 +168,7 @@ def key_figures(
     if not anchors.any():
         raise ValueError("the target's decode holds no content token: no anchors to "
                          "draft; decode more or longer samples")
-    books = codebooks.codebooks(target, draft, tokenizer, lexicon, prompt, tokens,
+    books = codebooks.codebooks(target, draft, tokenizer, world, prompt, tokens,
                                 anchors, K, codebook_seeds, levels=levels,
                                 n_train=n_train, n_boot=n_boot, boot_seed=seed,
                                 head_kw=head_kw)

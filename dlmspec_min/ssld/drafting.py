@@ -9,8 +9,9 @@ over semantic IDs per position; in TOK mode one token.
 - ``HeadDraft``: a linear softmax head on the small denoiser's final hidden
   states, trained (``train_sid_head``, seconds, full-batch L-BFGS) to predict
   sigma(true token) at the anchors (word-initial content positions) of
-  training windows (``training_windows``): Brown training text, never the
-  held-out split or the target's decodes. Its inputs are what SSLD sees
+  training windows (``training_windows``): the world's training text (Brown's
+  training split, or fresh generated problems), never held-out text or the
+  target's decodes. Its inputs are what SSLD sees
   (prompt + masks), so with a ``[BOS]`` prompt it can only learn P(SID |
   position, content).
 
@@ -21,10 +22,8 @@ and of the output projection, plus the attention products); ``relative_cost``.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from .inputs import ANCHOR_UNITS, anchor_mask, visible_input
@@ -302,36 +301,22 @@ class HeadDraft:
         return Draft(self.name, log_probs, _tok_proposal(logits, self.sid), flops)
 
 
-@functools.lru_cache(maxsize=4)
-def _training_rows(tokenizer, seq_len: int | None) -> torch.Tensor:
-    """Every Brown training window of a tokenizer (cached: encoding takes seconds)."""
-    from ..training import train
-    from ..training.corpus import brown_dataset
-
-    docs = train.encode_documents(brown_dataset("train"), tokenizer)
-    return train.windows(docs, seq_len or train.SEQ_LEN)
-
-
 def training_windows(
-    tokenizer, lexicon, n: int, seed: int, bos_id: int | None = None,
+    world, tokenizer, n: int, seed: int, prompt: torch.Tensor | None = None,
     seq_len: int | None = None, unit: str = "word",
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """n Brown TRAINING windows (n, seq_len) and their anchor masks, seeded.
+    """n TRAINING rows of ``world`` (n, L) and their anchor masks, seeded.
 
-    The windows start at sentence boundaries (``train.windows``, which puts the
-    project tokenizer's [BOS] first); ``bos_id`` replaces that first token.
-    The mask is ``anchor_mask(..., unit)``: by default the head learns the IDs
-    of word-initial content positions, the ones the decoder drafts.
+    The rows are ``world.training_rows`` (prose: Brown training windows from
+    sentence boundaries, their first token ``prompt``'s; math: fresh generated
+    problems, question then solution). The mask is ``anchor_mask(..., unit)`` with
+    the world's roles: by default the head learns the IDs of word-initial content
+    positions, the ones the decoder drafts.
     """
     if unit not in ANCHOR_UNITS:
         raise ValueError(f"unknown anchor unit {unit!r}; use one of {ANCHOR_UNITS}")
-    rows = _training_rows(tokenizer, seq_len)
-    pick = np.random.default_rng(seed).choice(len(rows), size=min(n, len(rows)),
-                                              replace=False)
-    windows = rows[np.sort(pick)].clone()
-    if bos_id is not None:
-        windows[:, 0] = int(bos_id)
-    return windows, anchor_mask(tokenizer, windows, lexicon, unit)
+    windows = world.training_rows(tokenizer, n, seed, prompt=prompt, seq_len=seq_len)
+    return windows, anchor_mask(tokenizer, windows, world.roles(), unit)
 
 
 DRAFT_NAMES = (SmallMarginalDraft.name, HeadDraft.name)

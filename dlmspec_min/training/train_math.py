@@ -19,10 +19,14 @@ A run checkpoints every ``checkpoint_every`` steps (``checkpoint.pt``: weights,
 optimizer and log, all float32) and ``--size`` continues from a checkpoint
 when there is one, exactly: each step's masks and problems are drawn from
 generators seeded by (seed, step), so a resumed run gives the same weights as
-an uninterrupted one. ``--stop-after S`` ends the process after about S seconds,
-at a checkpoint. When the run is complete, the half-precision weights, the
-tokenizer, ``training.json`` and ``train_log.jsonl`` are written and the
-checkpoint is removed.
+an uninterrupted one (under the same compute settings). ``--stop-after S`` ends
+the process after about S seconds, at a checkpoint. The compute settings
+(``COMPUTE_SETTINGS``: threads, bfloat16 autocast) may change when a run resumes,
+``--no-bf16`` on a CPU without native bfloat16 for instance; every change is
+kept in the checkpoint's and ``training.json``'s ``compute`` list (from which
+step, which settings), the rest must match. When the run is complete, the
+half-precision weights, the tokenizer, ``training.json`` and ``train_log.jsonl``
+are written and the checkpoint is removed.
 """
 
 from __future__ import annotations
@@ -76,6 +80,11 @@ STEPS = {"small": 6000, "base": 6000, "large": 6000}
 TRAIN_DEFAULTS = dict(batch_size=64, lr=1e-3, warmup=200, weight_decay=0.01,
                       eval_every=250, decode_every=500, checkpoint_every=250,
                       seed=0, threads=1, bf16=True)
+# How a step is computed, not what it computes: these may change when a run
+# resumes (each session takes what is fastest on its machine; bfloat16 autocast is
+# about 5x slower than float32 on a CPU without native bfloat16, measured
+# 2026-12-02 on an AVX2-only EPYC), and each change is logged in ``compute``.
+COMPUTE_SETTINGS = ("threads", "bf16")
 CHECKPOINT = "checkpoint.pt"
 
 
@@ -168,6 +177,11 @@ def answer_accuracy(model, tokenizer, batch: list[P.Problem], prompts: torch.Ten
     return hits / len(batch), result.mean_tokens_per_nfe
 
 
+def _recipe(hp: dict) -> dict:
+    """What a run computes: its hyperparameters but the compute settings."""
+    return {k: v for k, v in hp.items() if k not in COMPUTE_SETTINGS}
+
+
 def _step_generator(seed: int, step: int) -> torch.Generator:
     return torch.Generator().manual_seed(1_000_003 * seed + step)
 
@@ -181,9 +195,9 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
     if unknown:
         raise ValueError(f"unknown training options {sorted(unknown)}; "
                          f"known: {sorted(TRAIN_DEFAULTS)}")
-    hp = {**TRAIN_DEFAULTS, **overrides}
+    given = {k: v for k, v in overrides.items() if v is not None}
+    hp = {**TRAIN_DEFAULTS, **given}
     log = log or (lambda msg: print(msg, flush=True))
-    torch.set_num_threads(hp["threads"])
     out = Path(out or world_dir() / size)
     tok = load_tokenizer(tokenizer_dir())
     held = P.problems(P.HELD_OUT_SEED, max(EVAL_PROBLEMS, DECODE_PROBLEMS), "test")
@@ -198,10 +212,16 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": hp["weight_decay"]},
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=hp["lr"], betas=(0.9, 0.95))
-    start, history, seconds, running = 0, [], 0.0, None
+    start, history, seconds, running, compute = 0, [], 0.0, None, []
     if ckpt_file.exists():
         ckpt = torch.load(ckpt_file, weights_only=False)
-        if ckpt["hyperparameters"] != hp or (steps and steps != ckpt["steps"]):
+        made = ckpt["hyperparameters"]
+        compute = ckpt.get("compute") or [  # checkpoints from before the log
+            {"from_step": 0, **{k: made[k] for k in COMPUTE_SETTINGS}}]
+        # unless given, a compute setting stays as the run last had it
+        hp = {**hp, **{k: compute[-1][k] for k in COMPUTE_SETTINGS if k not in given}}
+        if (_recipe(ckpt["hyperparameters"]) != _recipe(hp)
+                or (steps and steps != ckpt["steps"])):
             raise ValueError(f"{ckpt_file} was made with other settings "
                              f"({ckpt['hyperparameters']}, {ckpt['steps']} steps); "
                              "delete it to start again")
@@ -210,6 +230,10 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
         start, history, seconds = ckpt["step"], ckpt["history"], ckpt["seconds"]
         running, steps = ckpt["running"], ckpt["steps"]
         log(f"math/{size}: resuming at step {start} of {steps}")
+    now = {k: hp[k] for k in COMPUTE_SETTINGS}
+    if not compute or {k: compute[-1][k] for k in COMPUTE_SETTINGS} != now:
+        compute.append({"from_step": start, **now})
+    torch.set_num_threads(hp["threads"])
     steps = int(steps or STEPS[size])
     n_params = sum(p.numel() for p in model.parameters())
     log(f"math/{size}: {n_params / 1e6:.2f}M parameters, {steps} steps of "
@@ -235,7 +259,7 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
         tmp = ckpt_file.with_suffix(".partial")
         torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
                     "step": step, "steps": steps, "history": history,
-                    "running": running, "hyperparameters": hp,
+                    "running": running, "hyperparameters": hp, "compute": compute,
                     "seconds": time.perf_counter() - t0}, tmp)
         tmp.replace(ckpt_file)
 
@@ -263,7 +287,7 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
         running = value if running is None else 0.98 * running + 0.02 * value
     evaluate(steps)
     summary = {"world": "math", "size": size, "parameters": n_params,
-               "hyperparameters": hp, "steps": steps,
+               "hyperparameters": hp, "compute": compute, "steps": steps,
                "problems_seen": steps * hp["batch_size"],
                "prompt_length": PROMPT_LENGTH, "gen_length": GEN_LENGTH,
                "train_seconds": round(time.perf_counter() - t0, 1),
@@ -280,12 +304,14 @@ def main(argv=None):
     p.add_argument("--steps", type=int, help="total steps (default: STEPS[size])")
     p.add_argument("--stop-after", type=float, metavar="SECONDS",
                    help="end at the first checkpoint after SECONDS (resume later)")
-    for k, v in TRAIN_DEFAULTS.items():
+    for k, v in TRAIN_DEFAULTS.items():  # not given: the default, or on resume,
+        # for a compute setting, what the run last used
+        flag = f"--{k.replace('_', '-')}"
         if isinstance(v, bool):
-            p.add_argument(f"--{k.replace('_', '-')}", default=v,
-                           action=argparse.BooleanOptionalAction)
+            p.add_argument(flag, default=None, action=argparse.BooleanOptionalAction,
+                           help=f"default: {v}")
         else:
-            p.add_argument(f"--{k.replace('_', '-')}", type=type(v), default=v)
+            p.add_argument(flag, type=type(v), default=None, help=f"default: {v}")
     a = p.parse_args(argv)
     if not (a.tokenizer or a.size):
         p.error("give --size and/or --tokenizer")

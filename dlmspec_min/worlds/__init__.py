@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from .gsm import MATH
 from .prose import PROSE
-from .world import World
+from .world import World, retagged
 
 WORLDS = {w.name: w for w in (PROSE, MATH)}
 WORLD_NAMES = tuple(WORLDS)
@@ -34,4 +34,4 @@ def get_world(name: str) -> World:
     return WORLDS[name]
 
 
-__all__ = ["WORLDS", "WORLD_NAMES", "World", "get_world"]
+__all__ = ["MATH", "PROSE", "WORLDS", "WORLD_NAMES", "World", "get_world", "retagged"]

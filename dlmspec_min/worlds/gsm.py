@@ -55,6 +55,21 @@ def token_roles(tokenizer, ids) -> list[str]:
     return [SPECIAL if w < 0 else roles[w] for w in word_ids(tokenizer, ids)]
 
 
+def word_classes(words) -> list[str]:
+    """The math world's roles (``World.roles``): words -> their classes, exact."""
+    return [ROLE_CLASS[word_role(w)] for w in words]
+
+
+HEAD_SEED = "math-sid-head-{seed}"  # the SID head's training problems, per seed
+COUNTS_SEED, COUNTS_PROBLEMS = "math-token-counts", 4096
+
+
+def _check_prompt_length(n: int) -> None:
+    if n != train_math.PROMPT_LENGTH:
+        raise ValueError(f"math prompts are {train_math.PROMPT_LENGTH} tokens long "
+                         f"(the layout the models were trained on), got {n}")
+
+
 @dataclass(frozen=True)
 class MathWorld(World):
     def tokenizer(self):
@@ -62,22 +77,66 @@ class MathWorld(World):
 
         return load_tokenizer(train_math.tokenizer_dir())
 
-    def token_classes(self, tokenizer, ids) -> list[str]:
-        return [r if r == SPECIAL else ROLE_CLASS[r]
-                for r in token_roles(tokenizer, ids)]
+    def default_roles(self):
+        return word_classes
 
     def problems(self, n: int, split: str = "test") -> list[P.Problem]:
         """The first ``n`` held-out problems (``"unseen"``: of unseen templates)."""
         seed = P.UNSEEN_SEED if split == "unseen" else P.HELD_OUT_SEED
         return P.problems(seed, n, split)
 
-    def prompts(self, tokenizer, n: int, seed: int = 0) -> torch.Tensor:
+    def prompts(self, tokenizer, n: int, seed: int = 0, device="cpu") -> torch.Tensor:
         """(n, PROMPT_LENGTH) held-out questions; ``seed`` picks which n (seed 0:
         the first n, seed s: the s-th following n of the held-out stream)."""
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be an integer >= 1, got {n!r}")
         batch = self.problems((seed + 1) * n)[seed * n:]
-        return train_math.encode(tokenizer, batch)[:, : train_math.PROMPT_LENGTH]
+        rows = train_math.encode(tokenizer, batch)
+        return rows[:, : train_math.PROMPT_LENGTH].to(device)
+
+    def prompt_pair(self, tokenizer, n, prompt_length, seed=0, device="cpu"):
+        """Refused: C6 compares decodes without context and with a text prefix
+        (C8 needs the context-free side too), and this world has none. Its
+        models were trained only to answer questions; given no question
+        (``[PAD]``s, then ``[BOS]``), ``math/small`` writes ``[EOS]`` at every
+        position (checked 2026-12-02)."""
+        raise ValueError(
+            "the math world has no prompts without context: its models answer "
+            "questions, and with no question they write [EOS] only (C6 and C8 need "
+            "such prompts; measure them in the prose world)")
+
+    @property
+    def row_length(self) -> int:
+        return train_math.SEQ_LEN
+
+    def training_rows(self, tokenizer, n, seed, prompt=None, seq_len=None):
+        """n fresh training problems (seed string ``HEAD_SEED``, no training step's
+        or held-out seed), encoded as the models were trained: question (the
+        prompt, ``PROMPT_LENGTH`` tokens) then solution and ``[EOS]`` padding.
+        ``prompt`` must have that layout; ``seq_len`` cannot differ from it."""
+        if prompt is not None:
+            _check_prompt_length(prompt.shape[1])
+        if seq_len not in (None, train_math.SEQ_LEN):
+            raise ValueError(f"math rows are {train_math.SEQ_LEN} tokens long")
+        batch = P.problems(HEAD_SEED.format(seed=seed), n, "train")
+        return train_math.encode(tokenizer, batch)
+
+    def held_out_rows(self, n, seed=0):
+        """The world's tokenizer and ``n`` held-out problems, question then solution
+        (the ``seed``-th n of the held-out stream, as ``prompts``)."""
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        tok = self.tokenizer()
+        return tok, train_math.encode(tok, self.problems((seed + 1) * n)[seed * n:])
+
+    def token_counts(self, tokenizer, vocab_size=None):
+        """Token counts over ``COUNTS_PROBLEMS`` generated training problems
+        (question and solution text)."""
+        from ..measures.order import token_counts
+
+        batch = P.problems(COUNTS_SEED, COUNTS_PROBLEMS, "train")
+        texts = [f"{p.question_text} {p.solution_text}".split() for p in batch]
+        return token_counts(tokenizer, texts, vocab_size)
 
 
 MATH = MathWorld(

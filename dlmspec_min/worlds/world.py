@@ -1,23 +1,28 @@
-"""The ``World`` interface: what every world provides, and the shared anchor rule."""
+"""The ``World`` interface: what every world provides to a claim's measurement."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+import numpy as np
 import torch
-
-from ..measures.tagger import CONTENT
-
-ANCHOR_UNITS = ("word", "piece")
 
 
 @dataclass(frozen=True)
 class World:
-    """What a claim is measured in; subclasses say how tokens get their roles.
+    """What a claim is measured in; subclasses say where text and roles come from.
 
     ``ladder``: model names, smallest first. ``draft``, ``target`` and ``strong``:
     the claims' default draft, target and strong model (C7). ``decode``: the
     world's default decode (``gen_length``, ``block_length``, ``threshold``).
+
+    A world's *roles* (``roles()``) are a callable from a list of words to their
+    classes (``measures.tagger``'s ``content``, ``function``, ``punct``); every
+    function that tags tokens (``tagger.classes_of_tokens``,
+    ``ssld.inputs.anchor_mask``, ``order.token_table``) takes it. ``tagger``
+    replaces the world's own (``retagged``).
     """
 
     name: str
@@ -27,39 +32,64 @@ class World:
     target: str
     strong: str
     decode: dict = field(default_factory=dict)
+    tagger: Callable[[list[str]], list[str]] | None = None
 
     def tokenizer(self):
         """The world's tokenizer (every model of its ladder shares it)."""
         raise NotImplementedError
 
-    def token_classes(self, tokenizer, ids) -> list[str]:
-        """Per token id: ``content``, ``function``, ``punct`` or ``special``
-        (``measures.tagger``'s classes); a word's pieces share its class."""
+    def roles(self):
+        """words -> classes: how this world tells content from function words."""
+        return self.default_roles() if self.tagger is None else self.tagger
+
+    def default_roles(self):
+        """The world's own roles (``roles`` unless ``tagger`` replaces them)."""
         raise NotImplementedError
 
-    def prompts(self, tokenizer, n: int, seed: int = 0) -> torch.Tensor:
+    def token_classes(self, tokenizer, ids) -> list[str]:
+        """Per token id: ``content``, ``function``, ``punct`` or ``special``; a
+        word's pieces share its class."""
+        from ..measures.tagger import classes_of_tokens
+
+        return classes_of_tokens(tokenizer, ids, self.roles())
+
+    def prompts(self, tokenizer, n: int, seed: int = 0, device="cpu") -> torch.Tensor:
         """(n, P) prompts of the world's default task."""
         raise NotImplementedError
 
-    def content_mask(self, tokenizer, ids: torch.Tensor) -> torch.Tensor:
-        """(B, L) token ids -> (B, L) bool, True where the token's word is content."""
-        if ids.dim() != 2:
-            raise ValueError(f"ids must be (batch, length), got {tuple(ids.shape)}")
-        rows = [[c == CONTENT for c in self.token_classes(tokenizer, r.tolist())]
-                for r in ids.cpu()]
-        return torch.tensor(rows, dtype=torch.bool,
-                            device=ids.device).reshape(ids.shape)
+    def prompt_pair(self, tokenizer, n: int, prompt_length: int, seed: int = 0,
+                    device="cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        """C6's two prompt sets, (n, P) each: without context and with it."""
+        raise NotImplementedError
 
-    def anchor_mask(self, tokenizer, ids: torch.Tensor, unit: str = "word"):
-        """(B, L) -> (B, L) bool: content anchors, one per content word at its
-        first piece (``unit="word"``) or every content piece (``"piece"``)."""
-        from ..training.tokenizer import continues_word
+    @property
+    def row_length(self) -> int:
+        """Tokens per row of ``training_rows`` (a decode's prompt and generation
+        must fit in one)."""
+        raise NotImplementedError
 
-        if unit not in ANCHOR_UNITS:
-            raise ValueError(f"unknown anchor unit {unit!r}; use one of {ANCHOR_UNITS}")
-        content = self.content_mask(tokenizer, ids)
-        if unit == "piece":
-            return content
-        cont = torch.tensor([continues_word(tokenizer, r.tolist()) for r in ids.cpu()],
-                            dtype=torch.bool, device=ids.device).reshape(ids.shape)
-        return content & ~cont
+    def training_rows(self, tokenizer, n: int, seed: int,
+                      prompt: torch.Tensor | None = None,
+                      seq_len: int | None = None) -> torch.Tensor:
+        """(n, L) token rows of the world's TRAINING text, seeded, laid out as its
+        decodes are (the first ``prompt.shape[1]`` tokens a prompt): what the SID
+        head of the SSLD drafts learns from (``ssld.drafting.training_windows``)."""
+        raise NotImplementedError
+
+    def held_out_rows(self, n: int, seed: int = 0):
+        """(tokenizer, (n, L) held-out rows in its tokens), drawn with ``seed``:
+        the text C7 measures determinedness on."""
+        raise NotImplementedError
+
+    def token_counts(self, tokenizer, vocab_size: int | None = None) -> np.ndarray:
+        """How often each token id occurs in the world's training text (the
+        frequency control of C1's regressions)."""
+        raise NotImplementedError
+
+
+def retagged(world: World, tagger: Any) -> World:
+    """``world`` with ``tagger`` (words -> classes, e.g. a ``tagger.Lexicon``) as
+    its roles: everything else, prompts and training text included, unchanged."""
+    if not callable(tagger):
+        raise ValueError(f"tagger must be callable (words -> classes), got {tagger!r}")
+    return replace(world, tagger=tagger)

@@ -1,0 +1,134 @@
+"""Every claim's measurement runs in the math world (``world=MATH``), at tiny
+sizes, with the committed ``math/small`` as the target (random weights would write
+no function word) and a tiny random draft with the math tokenizer: the same glue
+names as in prose, the world's held-out questions as prompts, and anchors only
+where the grammar's roles say content (numbers, names, objects). C6 and C8, which
+need prompts without context, are refused there with the reason."""
+
+import pytest
+import torch
+
+from dlmspec_min.experiments import c1_easy_first as c1
+from dlmspec_min.experiments import c2_anchor_acceptance as c2
+from dlmspec_min.experiments import c3_win_condition as c3
+from dlmspec_min.experiments import c4_cluster_verification as c4
+from dlmspec_min.experiments import c5_bounded_quality as c5
+from dlmspec_min.experiments import c6_conditional as c6
+from dlmspec_min.experiments import c7_strong_model as c7
+from dlmspec_min.experiments import c8_information as c8
+from dlmspec_min.training import problems as P
+from dlmspec_min.training import train_math
+from dlmspec_min.worlds import MATH, PROSE
+from dlmspec_min.worlds.gsm import token_roles
+
+G = 16  # generated tokens: about the first sentence of a solution
+CONTENT_ROLES = {P.NUMBER, P.NAME, P.OBJECT}
+
+
+
+@pytest.fixture(scope="module")
+def math_small():
+    from dlmspec_min.decoding.denoisers import load_denoiser
+
+    return load_denoiser(MATH.draft)
+
+
+@pytest.fixture(scope="module")
+def tiny_math_pair(math_small, tmp_path_factory):
+    from dlmspec_min.decoding.denoisers import load_denoiser
+    from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+    from dlmspec_min.experiments.common import Models
+
+    den, tok = math_small
+    path = tmp_path_factory.mktemp("math_draft")
+    torch.manual_seed(1)
+    DLMForMaskedDiffusion(DLMConfig(
+        vocab_size=den.vocab_size, hidden_size=8, intermediate_size=16,
+        num_hidden_layers=1, num_attention_heads=2,
+        max_position_embeddings=train_math.SEQ_LEN)).save_pretrained(path)
+    tok.save_pretrained(path)
+    return Models(den, load_denoiser(str(path))[0], tok)
+
+
+def _same_keys(math_result, prose_result):
+    assert list(math_result.values) == list(prose_result.values)
+
+
+def _anchors_are_content(tok, rows, anchors):
+    """Every anchor (B, G) of the generated part of rows (B, P + G) is a content
+    role's word start."""
+    for row, a in zip(rows, anchors, strict=True):
+        roles = token_roles(tok, row.tolist())[-a.shape[0]:]
+        assert all(r in CONTENT_ROLES for r, hit in zip(roles, a.tolist(),
+                                                         strict=True) if hit)
+
+
+C1 = dict(n_samples=8, gen_length=16, block_length=4, temperature=1.0, threshold=0.9,
+          thresholds=[0.1], n_bootstrap=30, seed=1)
+
+
+def test_c1_orders_the_math_decodes_of_held_out_questions(tiny_math_pair, tiny_pair):
+    r = c1.measure(tiny_math_pair, world=MATH, **C1)
+    assert torch.equal(r.arrays["prompt"], MATH.prompts(tiny_math_pair.tokenizer, 8,
+                                                        seed=1))
+    _same_keys(r, c1.measure(tiny_pair, **C1))
+
+
+C2 = dict(n_samples=3, gen_length=G, block_length=4, threshold=0.9, temperature=1.0,
+          K=8, levels=1, K_sweep=[4, 8], n_train=16, n_bootstrap=50, seed=0,
+          n_codebooks=2, paper_alpha=0.0035, paper_tau=3.25)
+
+
+def test_c2_anchors_are_the_grammars_content_words(tiny_math_pair):
+    r = c2.measure(tiny_math_pair, world=MATH, **C2)
+    tok = tiny_math_pair.tokenizer
+    prompt = r.arrays["prompt"]
+    assert prompt.shape == (3, train_math.PROMPT_LENGTH)
+    rows = torch.cat([prompt, r.arrays["tokens"]], dim=1)
+    _anchors_are_content(tok, rows, r.arrays["anchors"])
+    # the SID head learned from generated training problems, not Brown
+    book = next(iter(r.arrays["books"].values()))
+    assert torch.equal(book.windows, MATH.training_rows(tok, C2["n_train"], book.seed))
+    assert r.values["c2_n_anchors"] == int(r.arrays["anchors"].sum())
+
+
+def test_c3_c4_run_in_the_math_world_and_c6_c8_are_refused(tiny_math_pair):
+    tok = tiny_math_pair.tokenizer
+    prompt = MATH.prompts(tok, 3)
+    w3 = c3.measure(tiny_math_pair, prompt, gen_length=G, block_length=4,
+                    threshold=0.9, temperature=1.0, K=8, levels=1, n_train=16,
+                    n_repeats=1, n_timed=1, n_bootstrap=50, seed=0, n_codebooks=1,
+                    world=MATH)
+    assert w3.values["c3_tau_acc"] >= 1
+    w4 = c4.measure(tiny_math_pair, n_samples=3, gen_length=G, block_length=4, K=8,
+                    K_sweep=[4], n_permutations=20, n_bootstrap=30, world=MATH)
+    assert w4.values["c4_n_anchors"] >= 0
+    with pytest.raises(ValueError, match="no prompts without context"):
+        c6.measure(tiny_math_pair, n_samples=2, prompt_length=train_math.PROMPT_LENGTH,
+                   gen_length=G, block_length=4, threshold=0.5, temperature=1.0, K=8,
+                   levels=1, n_train=16, n_bootstrap=50, seed=3, prompt_seed=0,
+                   n_codebooks=1, world=MATH)
+    with pytest.raises(ValueError, match="no prompts without context"):
+        c8.measure(tiny_math_pair, n_samples=3, prompt_length=train_math.PROMPT_LENGTH,
+                   n_side=3, gen_length=G, block_length=4, threshold=0.9,
+                   thresholds=[1e-4], temperature=1.0, K=8, n_bins=2,
+                   n_bootstrap=100, seed=0, world=MATH)
+
+
+def test_c7_measures_determinedness_on_held_out_problems(math_small):
+    names = dict.fromkeys(("small", "base", "large"), MATH.draft)
+    roles = c7.StrongModels(names, {MATH.draft: math_small}, MATH.draft)
+    r = c7.measure(roles, n_windows=4, n_positions=3, batch_size=8, n_samples=3,
+                   n_tau=2, gen_length=G, block_length=4, threshold=0.9,
+                   temperature=1.0, K=8, levels=1, n_train=16, n_bootstrap=50, seed=0,
+                   n_codebooks=1, paper_ratio=2, tau_paper=3.25, world=MATH)
+    held = r.arrays["held"]
+    assert torch.equal(torch.as_tensor(held), MATH.held_out_rows(4, 0)[1])
+    assert r.values["c7_det_ratio"] == pytest.approx(1.0)  # base and large the same
+
+
+def test_prose_is_the_default_world():
+    import inspect
+
+    for m in (c1, c2, c3, c4, c5, c6, c7, c8):
+        assert inspect.signature(m.measure).parameters["world"].default is PROSE
