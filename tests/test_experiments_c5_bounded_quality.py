@@ -6,8 +6,10 @@ import torch
 from pages import names_recorded_on_page, shown_glue_names
 
 from dlmspec_min.experiments import c5_bounded_quality as c5m
+from dlmspec_min.measures import quality
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import load_registry, verdict
+from dlmspec_min.ssld import semantic
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "05_bounded_quality.md"
 TINY = dict(n_samples=3, gen_length=8, block_length=4, threshold=0.9, thresholds=[0.5],
@@ -44,7 +46,7 @@ def test_values_lie_in_their_registered_ranges_and_intervals_are_ordered(result)
     assert v["c5_c"] > 0
 
 
-def test_speed_and_quality_recomputed_from_the_runs(result):
+def test_speed_and_quality_recomputed_from_the_runs(result, tiny_pair):
     runs, res, v = result.arrays["runs"], result.tables["decoders"], result.values
     assert list(res.index) == list(runs)
     assert list(runs)[:3] == [c5m.BASELINE, c5m.accelerator_name(0.9),
@@ -58,17 +60,35 @@ def test_speed_and_quality_recomputed_from_the_runs(result):
     assert base["speedup (NFE)"] == pytest.approx(1.0)
     assert base["agreement drop"] == 0.0 and bool(base["inside bound"])
     drop = res["agreement drop"]
-    assert list(res["inside bound"]) == list(drop <= TINY["quality_bound"])
+    # inside: the agreement within the bound AND repeated bigrams at most the upper
+    # end of the baseline's interval, recomputed here from the decodes
+    specials = semantic.semantic_ids_for(tiny_pair.target, TINY["K"], seed=TINY["seed"],
+                                         tokenizer=tiny_pair.tokenizer)
+    specials = specials.special.nonzero().flatten().tolist()
+    _, _, rep_max = quality.repetition_ci(runs[c5m.BASELINE][0], 2, specials,
+                                          TINY["n_bootstrap"], TINY["seed"])
+    assert v["c5_rep2_base_hi"] == pytest.approx(rep_max)
+    bigrams = [np.nanmean(quality.repetition(gen, 2, specials))
+               for gen, *_ in runs.values()]
+    assert list(res["repeated bigrams"]) == pytest.approx(bigrams)
+    assert list(res["agreement inside"]) == list(drop <= TINY["quality_bound"])
+    assert list(res["repetition inside"]) == [b <= rep_max for b in bigrams]
+    assert list(res["inside bound"]) == [a and r for a, r in zip(
+        res["agreement inside"], res["repetition inside"], strict=True)]
+    assert v["c5_rep2_base"] <= rep_max
     inside = res[res["inside bound"]]
     assert v["c5_best_speedup_in_bound"] == inside["speedup (NFE)"].max()
     best = v["c5_best_speedup_in_bound"]
     assert res.loc[v["c5_best_in_bound"], "speedup (NFE)"] == best
     bound = TINY["quality_bound"]
-    assert v["c5_relaxed_within_bound"] == int(v["c5_agree_drop"] <= bound)
+    assert v["c5_relaxed_within_bound"] == int(
+        v["c5_agree_drop"] <= bound and v["c5_rep2_relaxed"] <= rep_max)
+    assert v["c5_every_within_bound"] == int(res.loc[c5m.EVERY, "inside bound"])
     for gen, *_ in runs.values():
         assert gen.shape == (TINY["n_samples"], TINY["gen_length"])
-    examples = result.tables["examples"]
-    assert examples.shape == (TINY["n_samples"], 4)
+    examples = result.tables["examples"]  # a sample of every decoder's text
+    assert list(examples.columns) == list(runs)
+    assert examples.shape == (min(TINY["n_samples"], c5m.N_SHOWN), len(runs))
 
 
 def test_the_same_seed_gives_the_same_values(tiny_pair, result):

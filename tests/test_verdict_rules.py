@@ -117,11 +117,12 @@ def test_c4_branches():
     assert v("C4", c4(-0.01, 0.05, ratio=1.0, p=0.03)) == "not replicated"
 
 
-def c5(drop_lo, drop_hi, bound=0.1, speedup=2.0, base=0.5):
+def c5(drop_lo, drop_hi, bound=0.1, speedup=2.0, base=0.5, rep2=0.1, rep2_max=0.15):
     drop = (drop_lo + drop_hi) / 2
     return {"c5_speedup": speedup, "c5_agree_drop_lo": drop_lo,
             "c5_agree_drop_hi": drop_hi, "c5_quality_bound": bound,
-            "c5_agree_base": base, "c5_agree_relaxed": base - drop}
+            "c5_agree_base": base, "c5_agree_relaxed": base - drop,
+            "c5_rep2_relaxed": rep2, "c5_rep2_base_hi": rep2_max}
 
 
 def test_c5_branches():
@@ -130,6 +131,11 @@ def test_c5_branches():
     assert v("C5", c5(0.01, 0.08)) == "direction only"  # inside the bound
     assert v("C5", c5(-0.05, -0.01)) == "not replicated"  # relaxed agrees more
     assert v("C5", c5(0.05, 0.2, speedup=0.9)) == "not replicated"  # not faster
+    # 2026-12-02: repetition above the baseline's interval is garbage too, even
+    # when the judge agrees more with the repetitive text
+    assert v("C5", c5(-0.05, -0.01, rep2=0.6)) == "replicated"
+    assert v("C5", c5(0.05, 0.2, rep2=0.6)) == "replicated"
+    assert v("C5", c5(-0.05, -0.01, rep2=0.6, speedup=0.9)) == "not replicated"
 
 
 def c8(diff, lo, hi, corr=0.2, corr_p=1e-4, function=2.0):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .stats import CONFIDENCE
+from .stats import CONFIDENCE, mean_bootstrap
 
 
 def texts_of(tokenizer, tokens: torch.Tensor) -> list[str]:
@@ -47,6 +47,18 @@ def repetition(tokens: torch.Tensor, n: int = 1, ignore=()) -> np.ndarray:
         grams = [tuple(row[i:i + n]) for i in range(len(row) - n + 1)]
         out.append(1 - len(set(grams)) / len(grams) if grams else float("nan"))
     return np.array(out)
+
+
+def repetition_ci(tokens: torch.Tensor, n: int = 2, ignore=(), n_boot: int = 2000,
+                  seed: int = 0) -> tuple[float, float, float]:
+    """Mean ``repetition`` of the rows of (B, G) ids with its percentile bootstrap
+    interval over rows (rows with no n-gram left out): (mean, low, high), NaN
+    when no row has one."""
+    rep = repetition(tokens, n, ignore)
+    rep = rep[np.isfinite(rep)]
+    if not len(rep):
+        return (float("nan"),) * 3
+    return tuple(float(x) for x in mean_bootstrap(rep, n_boot, seed))
 
 
 def _weighted(top1: np.ndarray, n: np.ndarray) -> float:
@@ -79,8 +91,13 @@ def agreement_drop(
     return est, float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
 
 
-def within_bound(drop: float, bound: float) -> bool:
-    """True iff the agreement drop is at most ``bound`` (NaN drops are outside)."""
+def within_bound(drop: float, bound: float, repeated: float = 0.0,
+                 repeated_max: float = float("inf")) -> bool:
+    """True iff the agreement drop is at most ``bound`` and the text's repetition
+    ``repeated`` at most ``repeated_max`` (the baseline's interval's upper end):
+    degenerate, repetitive text that a judge predicts easily is never inside the
+    bound. NaN drops and repetitions are outside."""
     if not 0 <= bound <= 1:
         raise ValueError(f"the quality bound must lie in [0, 1], got {bound!r}")
-    return bool(np.isfinite(drop) and drop <= bound)
+    return bool(np.isfinite(drop) and drop <= bound
+                and np.isfinite(repeated) and repeated <= repeated_max)
