@@ -147,3 +147,35 @@ def test_dashboard_rows_and_html_show_both_verdicts(tmp_path):
     (unbuilt,) = claims.dashboard_rows(executed, reg)
     assert unbuilt["secondary"]["verdict"] == claims.NOT_REBUILT
     assert "&mdash;" in claims_dashboard._secondary_cell({"id": "Y", "secondary": None})
+
+
+def test_world_values_and_the_claim_by_world_matrix(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(claims.REPO_ROOT / "book" / "_ext"))
+    import claims_dashboard
+
+    values = {"a": 0.5, "b": 3, "a_math": 2.0, "b_math": 1}
+    assert claims.world_values(values, "prose") == {"a": 0.5, "b": 3}
+    assert claims.world_values(values, "math") == {"a": 2.0, "b": 1}
+    with pytest.raises(ValueError, match="unknown world 'poetry'"):
+        claims.world_values(values, "poetry")
+    reg = _registry_with_secondary(tmp_path)
+    reg["claims"]["X"]["keys"]["a"] = {"label": "the a", "range": [0, 10]}
+    reg["claims"]["X"].setdefault("headline", ["a"])
+    row = {"id": "X", "notebook": reg["claims"]["X"]["notebook"],
+           "verdict": "replicated", "values": values}
+    key = reg["claims"]["X"].get("finding", reg["claims"]["X"]["headline"])[0]
+    cells = claims.world_cells(row, reg)
+    # the math world: the same rule on its own values
+    assert cells["math"]["verdict"] == claims.verdict("X", {"a": 2.0, "b": 1}, reg)
+    assert cells["prose"]["verdict"] == "replicated"
+    assert cells["math"]["value"] == claims.world_values(values, "math")[key]
+    prose_only = {**row, "values": {"a": 0.5, "b": 3}}
+    assert claims.world_cells(prose_only, reg)["math"]["verdict"] == claims.NOT_MEASURED
+    stale = {**row, "verdict": claims.STALE}
+    assert claims.world_cells(stale, reg)["math"]["verdict"] == claims.STALE
+    page = claims_dashboard._matrix([prose_only], reg, "book/claims")
+    assert page.count('class="world-verdict"') == len(claims.WORLD_SUFFIXES)
+    assert 'data-world="math">' in page and ">not measured<" in page
+    assert "regime not measured" in page  # no C3 row here

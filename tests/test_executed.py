@@ -158,6 +158,24 @@ def test_landing_page_states_what_this_build_found():
     assert f"{c3['c3_tau_acc']:.3g}" in regime and f"{paper_tau:g}" in regime
 
 
+def test_dashboard_and_landing_page_open_with_the_claim_by_world_matrix():
+    rows = claims.dashboard_rows(ROOT / "_build" / "jupyter_execute", REGISTRY,
+                                 provenance.fingerprint())
+    for page in ("claims", "intro"):
+        html_text = (HTML / "book" / f"{page}.html").read_text()
+        cells = re.findall(r'class="world-verdict" data-claim="(C\d)" '
+                           r'data-world="(\w+)"><span[^>]*>([^<]+)</span>', html_text)
+        got = {(cid, w): v for cid, w, v in cells}
+        want = {(r["id"], w): c["verdict"] for r in rows
+                for w, c in claims.world_cells(r, REGISTRY).items()}
+        assert got == want, page
+        c3 = next(r for r in rows if r["id"] == "C3")
+        assert got[("C3", "prose")] == c3["verdict"]
+    page = (HTML / "book" / "claims.html").read_text()
+    assert page.index('class="table claims-matrix"') < page.index(
+        'class="table claims-dashboard"')
+
+
 def test_every_notebook_page_offers_its_executed_notebook():
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md")):
         page = (HTML / "notebooks" / f"{nb.stem}.html").read_text()

@@ -1,6 +1,8 @@
 """Sphinx extension: the pages computed from what the build executed.
 
-- ``{claims-dashboard}``: one row per claim, its headline values and verdict;
+- ``{claims-dashboard}``: a compact matrix (claim x world: the verdict and one key
+  figure each, each world's regime in its column head), then one row per claim
+  with its headline values and verdict;
 - ``{claims-summary}``: the landing page's verdict counts, a line per claim and
   the regime (this build's strongest accelerator against the paper's);
 - ``{provenance-table}``: the fingerprint and commit each notebook ran under,
@@ -30,7 +32,43 @@ CSS = {
     "not replicated": "#cf222e",
     claims.NOT_REBUILT: "#6e7781",
     claims.STALE: "#8250df",
+    claims.NOT_MEASURED: "#6e7781",
 }
+WORLD_TITLES = {"prose": "prose (Brown)", "math": "math (generated problems)"}
+
+
+def _regime(rows, world: str) -> str:
+    """The column head's regime: tokens per forward of the world's strongest
+    accelerator (C3's tau_acc), or what is missing."""
+    c3 = next((r for r in rows if r["id"] == "C3"), None)
+    tau = claims.world_values((c3 or {}).get("values") or {}, world).get("c3_tau_acc")
+    if not isinstance(tau, (int, float)):
+        return "regime not measured"
+    return f"tau_acc {tau:.3g} tokens per forward, alpha* {1 - 1 / tau:.2f}"
+
+
+def _matrix(rows, registry: dict, docname: str) -> str:
+    """Claim x world at a glance: each cell the verdict and the key figure."""
+    up = "../" * docname.count("/")
+    worlds = list(claims.WORLD_SUFFIXES)
+    out = ['<table class="table claims-matrix"><thead><tr><th>claim</th>']
+    out += [f'<th data-world="{w}">{html.escape(WORLD_TITLES.get(w, w))}<br>'
+            f'<small>{html.escape(_regime(rows, w))}</small></th>' for w in worlds]
+    out.append("</tr></thead><tbody>")
+    for r in rows:
+        link = up + str(Path(r["notebook"]).with_suffix(".html"))
+        cells = claims.world_cells(r, registry)
+        out.append(f'<tr><td><a href="{link}">{r["id"]}</a></td>')
+        for w in worlds:
+            c = cells[w]
+            fig = ("" if c["value"] is None else
+                   f'<br><small>{html.escape(c["label"])}: '
+                   f'{html.escape(claims.format_value(c["value"]))}</small>')
+            out.append(f'<td class="world-verdict" data-claim="{r["id"]}" '
+                       f'data-world="{w}">{_verdict_span(c["verdict"])}{fig}</td>')
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
 
 
 class dashboard_placeholder(nodes.General, nodes.Element):
@@ -124,6 +162,7 @@ def _summary(rows, registry: dict, docname: str) -> str:
                    f"{html.escape(str(r['paper']))}) &rarr; "
                    f"{_verdict_span(r['verdict'])}{_secondary_note(r)}</li>")
     out.append("</ul>")
+    out.append(_matrix(rows, registry, docname))  # one verdict column per world
     c3 = next((r for r in rows if r["id"] == "C3"), None)
     paper_tau = registry["checks"]["trajectory"]["paper"]["fast_dllm_tokens_per_step"]
     if c3 and c3.get("values"):
@@ -182,7 +221,7 @@ def resolve(app, doctree, docname):
     for node in placeholders:
         kind = node["kind"]
         if kind == "dashboard":
-            text = _table(rows, docname)
+            text = _matrix(rows, registry, docname) + "\n" + _table(rows, docname)
         elif kind == "summary":
             text = _summary(rows, registry, docname)
         else:

@@ -32,6 +32,10 @@ STALE = "stale"  # the notebook ran under another fingerprint than the build's
 FINGERPRINT_KEY = "provenance_fingerprint"
 COMMIT_KEY = "provenance_commit"
 INCONCLUSIVE = "inconclusive"
+NOT_MEASURED = "not measured"  # a world this claim's page did not measure
+# the book's worlds and the suffix of their glue names on a claim's page (issue 26:
+# the math world's values are glued as c2_alpha_sid_math, ...)
+WORLD_SUFFIXES = {"prose": "", "math": "_math"}
 # the kinds a registry without its own ``verdicts:`` list may use
 VERDICTS = ["replicated", "direction only", INCONCLUSIVE, NOT_REPLICATED, NOT_REBUILT]
 
@@ -287,6 +291,44 @@ def dashboard_rows(executed_dir: Path = EXECUTED_DIR, registry: dict | None = No
                                 "glued": None}
         rows.append(row)
     return rows
+
+
+def world_values(values: dict[str, Any], world: str) -> dict[str, Any]:
+    """The glued values of one world under the claim's own key names: prose's as
+    they are, another world's those whose name ends in its suffix, suffix removed."""
+    if world not in WORLD_SUFFIXES:
+        raise ValueError(f"unknown world {world!r}; use one of {list(WORLD_SUFFIXES)}")
+    suffix = WORLD_SUFFIXES[world]
+    if not suffix:
+        return {k: v for k, v in values.items()
+                if not any(s and k.endswith(s) for s in WORLD_SUFFIXES.values())}
+    return {k.removesuffix(suffix): v for k, v in values.items() if k.endswith(suffix)}
+
+
+def world_cells(row: dict, registry: dict) -> dict[str, dict]:
+    """Per world, a dashboard row's verdict and key figure (the claim's first
+    ``finding`` key): ``{"verdict", "label", "value"}``. The prose world's verdict
+    is the row's (stale and not-rebuilt included); another world's is the same
+    rule evaluated on its values, or ``NOT_MEASURED`` when the page glued none
+    (or not the ones the rule reads)."""
+    claim = registry["claims"][row["id"]]
+    key = claim.get("finding", claim["headline"])[0]
+    label = claim["keys"][key]["label"]
+    out = {}
+    for world in WORLD_SUFFIXES:
+        wv = world_values(row.get("values") or {}, world)
+        if world == "prose":
+            out[world] = {"verdict": row["verdict"], "label": label,
+                          "value": wv.get(key)}
+            continue
+        try:
+            v = verdict(row["id"], wv, registry) if wv else NOT_MEASURED
+        except KeyError:
+            v = NOT_MEASURED
+        if row["verdict"] == STALE and v != NOT_MEASURED:
+            v = STALE
+        out[world] = {"verdict": v, "label": label, "value": wv.get(key)}
+    return out
 
 
 def format_value(v) -> str:
