@@ -114,12 +114,12 @@ def test_same_seed_same_values(tiny, result):
 def test_prompts_are_held_out_sentences_or_the_start_token(tiny):
     models, _ = tiny
     tok = models.tokenizer
-    p0, bos = c8.prompts(PROSE, tok, 3, 4, seed=0, device="cpu")
+    bos, p0 = PROSE.prompt_pair(tok, 3, 4, seed=0)
     assert p0.shape == (3, 4) and (p0[:, 0] == tok.bos_token_id).all()
     assert bos.shape == (3, 1) and (bos == tok.bos_token_id).all()
-    assert (p0 == c8.prompts(PROSE, tok, 3, 4, seed=0, device="cpu")[0]).all()
-    assert not (p0 == c8.prompts(PROSE, tok, 3, 4, seed=1, device="cpu")[0]).all()
-    for start in c8.prompts(PROSE, tok, 3, 1, seed=0, device="cpu"):
+    assert (p0 == PROSE.prompt_pair(tok, 3, 4, seed=0)[1]).all()
+    assert not (p0 == PROSE.prompt_pair(tok, 3, 4, seed=1)[1]).all()
+    for start in PROSE.prompt_pair(tok, 3, 1, seed=0):
         assert start.shape == (3, 1) and (start == tok.bos_token_id).all()
 
 

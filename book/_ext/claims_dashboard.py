@@ -24,6 +24,7 @@ from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
 from dlmspec_min.plumbing import claims, provenance
+from dlmspec_min.worlds import get_world
 
 CSS = {
     "replicated": "#1a7f37",
@@ -34,7 +35,6 @@ CSS = {
     claims.STALE: "#8250df",
     claims.NOT_MEASURED: "#6e7781",
 }
-WORLD_TITLES = {"prose": "prose (Brown)", "math": "math (generated problems)"}
 
 
 def _regime(rows, world: str) -> str:
@@ -52,7 +52,7 @@ def _matrix(rows, registry: dict, docname: str) -> str:
     up = "../" * docname.count("/")
     worlds = list(claims.WORLD_SUFFIXES)
     out = ['<table class="table claims-matrix"><thead><tr><th>claim</th>']
-    out += [f'<th data-world="{w}">{html.escape(WORLD_TITLES.get(w, w))}<br>'
+    out += [f'<th data-world="{w}">{html.escape(f"{w} ({get_world(w).title})")}<br>'
             f'<small>{html.escape(_regime(rows, w))}</small></th>' for w in worlds]
     out.append("</tr></thead><tbody>")
     for r in rows:

@@ -142,6 +142,8 @@ def judge_table(jm, tokenizer, runs, specials, *, quality_bound: float,
             base_scores["top1_agreement"], base_scores["n_tokens"],
             table["top1_agreement"], table["n_tokens"], n_bootstrap, seed)
         bigrams = float(np.nanmean(quality.repetition(gen, 2, specials)))
+        agreement_in = quality.within_bound(drop, quality_bound)
+        repetition_in = bool(bigrams <= rep_max)  # NaN: outside
         rows.append({"decoder": name, "NFE": nfe.mean().item(), "speedup (NFE)": sp,
                      "speedup low": sp_lo, "speedup high": sp_hi,
                      "speedup (token-forwards)": b_tf.sum().item() / tf.sum().item(),
@@ -152,10 +154,9 @@ def judge_table(jm, tokenizer, runs, specials, *, quality_bound: float,
                      "repeated unigrams": np.nanmean(
                          quality.repetition(gen, 1, specials)),
                      "repeated bigrams": bigrams,
-                     "agreement inside": quality.within_bound(drop, quality_bound),
-                     "repetition inside": bool(bigrams <= rep_max),
-                     "inside bound": quality.within_bound(drop, quality_bound,
-                                                          bigrams, rep_max)})
+                     "agreement inside": agreement_in,
+                     "repetition inside": repetition_in,
+                     "inside bound": agreement_in and repetition_in})
     out = pd.DataFrame(rows).set_index("decoder")
     out.attrs["repeated_bigrams_max"] = rep_max
     return out

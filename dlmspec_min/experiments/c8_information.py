@@ -402,15 +402,6 @@ def closing_notes(values: dict, no_par: bool) -> dict:
         "degree." if no_par else "")}
 
 
-def prompts(world: World, tok, n: int, prompt_length: int, seed: int, device: str):
-    """``n`` of ``world``'s context prompts of ``prompt_length`` tokens (prose:
-    held-out sentence starts; the start token alone when ``prompt_length`` is no
-    longer than it), and ``n`` without context (``World.prompt_pair``)."""
-    without, with_context = world.prompt_pair(tok, n, prompt_length, seed=seed,
-                                              device=device)
-    return with_context, without
-
-
 def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
             gen_length: int, block_length: int, threshold: float, thresholds: list,
             temperature: float, K: int, n_bins: int, n_bootstrap: int, seed: int,
@@ -428,8 +419,12 @@ def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
     lexicon = world.roles()
     sid = semantic.semantic_ids_for(target, K, seed=seed, tokenizer=tok)
     V = target.model.get_input_embeddings().weight.shape[0]
-    prompt, _ = prompts(world, tok, n_samples, prompt_length, seed, device)
-    side_prompt, bos_prompt = prompts(world, tok, n_side, prompt_length, seed, device)
+    # with context: held-out prompts of prompt_length (prose: the start token
+    # alone when prompt_length is no longer than it); without: the start token
+    _, prompt = world.prompt_pair(tok, n_samples, prompt_length, seed=seed,
+                                  device=device)
+    bos_prompt, side_prompt = world.prompt_pair(tok, n_side, prompt_length, seed=seed,
+                                                device=device)
     P = prompt.shape[1]
     facts = {"V": V, "K": sid.n_clusters, "P": P,
              "example": tok.decode(prompt[0].tolist())}

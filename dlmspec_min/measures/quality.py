@@ -91,13 +91,8 @@ def agreement_drop(
     return est, float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
 
 
-def within_bound(drop: float, bound: float, repeated: float = 0.0,
-                 repeated_max: float = float("inf")) -> bool:
-    """True iff the agreement drop is at most ``bound`` and the text's repetition
-    ``repeated`` at most ``repeated_max`` (the baseline's interval's upper end):
-    degenerate, repetitive text that a judge predicts easily is never inside the
-    bound. NaN drops and repetitions are outside."""
+def within_bound(drop: float, bound: float) -> bool:
+    """True iff the agreement drop is at most ``bound`` (NaN drops are outside)."""
     if not 0 <= bound <= 1:
         raise ValueError(f"the quality bound must lie in [0, 1], got {bound!r}")
-    return bool(np.isfinite(drop) and drop <= bound
-                and np.isfinite(repeated) and repeated <= repeated_max)
+    return bool(np.isfinite(drop) and drop <= bound)

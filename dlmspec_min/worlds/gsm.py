@@ -64,12 +64,6 @@ HEAD_SEED = "math-sid-head-{seed}"  # the SID head's training problems, per seed
 COUNTS_SEED, COUNTS_PROBLEMS = "math-token-counts", 4096
 
 
-def _check_prompt_length(n: int) -> None:
-    if n != train_math.PROMPT_LENGTH:
-        raise ValueError(f"math prompts are {train_math.PROMPT_LENGTH} tokens long "
-                         f"(the layout the models were trained on), got {n}")
-
-
 @dataclass(frozen=True)
 class MathWorld(World):
     def tokenizer(self):
@@ -85,14 +79,17 @@ class MathWorld(World):
         seed = P.UNSEEN_SEED if split == "unseen" else P.HELD_OUT_SEED
         return P.problems(seed, n, split)
 
+    def _held_out(self, tokenizer, n: int, seed: int) -> torch.Tensor:
+        """The ``seed``-th n held-out problems (seed 0: the first n), encoded."""
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be an integer >= 1, got {n!r}")
+        return train_math.encode(tokenizer, self.problems((seed + 1) * n)[seed * n:])
+
     def prompts(self, tokenizer, n: int, seed: int = 0, device="cpu") -> torch.Tensor:
         """(n, PROMPT_LENGTH) held-out questions; ``seed`` picks which n (seed 0:
         the first n, seed s: the s-th following n of the held-out stream)."""
-        if not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be an integer >= 1, got {n!r}")
-        batch = self.problems((seed + 1) * n)[seed * n:]
-        rows = train_math.encode(tokenizer, batch)
-        return rows[:, : train_math.PROMPT_LENGTH].to(device)
+        return self._held_out(tokenizer, n, seed)[:, : train_math.PROMPT_LENGTH].to(
+            device)
 
     def prompt_pair(self, tokenizer, n, prompt_length, seed=0, device="cpu"):
         """Refused: C6 compares decodes without context and with a text prefix
@@ -114,8 +111,10 @@ class MathWorld(World):
         or held-out seed), encoded as the models were trained: question (the
         prompt, ``PROMPT_LENGTH`` tokens) then solution and ``[EOS]`` padding.
         ``prompt`` must have that layout; ``seq_len`` cannot differ from it."""
-        if prompt is not None:
-            _check_prompt_length(prompt.shape[1])
+        if prompt is not None and prompt.shape[1] != train_math.PROMPT_LENGTH:
+            raise ValueError(f"math prompts are {train_math.PROMPT_LENGTH} tokens long "
+                             f"(the layout the models were trained on), got "
+                             f"{prompt.shape[1]}")
         if seq_len not in (None, train_math.SEQ_LEN):
             raise ValueError(f"math rows are {train_math.SEQ_LEN} tokens long")
         batch = P.problems(HEAD_SEED.format(seed=seed), n, "train")
@@ -124,10 +123,8 @@ class MathWorld(World):
     def held_out_rows(self, n, seed=0):
         """The world's tokenizer and ``n`` held-out problems, question then solution
         (the ``seed``-th n of the held-out stream, as ``prompts``)."""
-        if not isinstance(n, int) or n < 1:
-            raise ValueError(f"n must be an integer >= 1, got {n!r}")
         tok = self.tokenizer()
-        return tok, train_math.encode(tok, self.problems((seed + 1) * n)[seed * n:])
+        return tok, self._held_out(tok, n, seed)
 
     def token_counts(self, tokenizer, vocab_size=None):
         """Token counts over ``COUNTS_PROBLEMS`` generated training problems
