@@ -33,6 +33,7 @@ variable ``DLMSPEC_EXECUTION_JOBS``, which wins.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -87,6 +88,14 @@ def _execute_one(path: str, nb_json: str, timeout: int | None) -> tuple[str, flo
     seconds = time.perf_counter() - t0
     error = None if result.err is None else (result.exc_string or repr(result.err))
     return nbformat.writes(result.nb), seconds, error
+
+
+def last_line(error: str) -> str:
+    """The last non-empty line of a traceback (the exception and its message),
+    without terminal colours: what a build log shows of a failed notebook."""
+    lines = [ln for ln in re.sub(r"\x1b\[[0-9;]*m", "", error).splitlines()
+             if ln.strip()]
+    return lines[-1].strip() if lines else "(no message)"
 
 
 def order(paths: Iterable[str], previous: dict[str, float]) -> list[str]:
@@ -172,7 +181,8 @@ def execute_missing(cache_path: Path, notebooks: dict[str, nbformat.NotebookNode
                                       data={"execution_seconds": seconds}),
                         check_validity=False, overwrite=True)
             outcomes.append(Outcome(path, seconds, error))
-            status = "ok" if error is None else "FAILED (executed again while read)"
+            status = ("ok" if error is None else "FAILED (executed again while read): "
+                      + last_line(error))
             elapsed = time.perf_counter() - t0
             log(f"[execute] {Path(path).stem}: {seconds:.0f} s, {status} "
                 f"({len(outcomes)}/{len(todo)}, {elapsed:.0f} s in all)")
