@@ -26,7 +26,7 @@ def test_parser_reads_the_three_kinds():
                                  ":main:test:question", "gsm8k:main::question",
                                  "gsm8k:main:test:", "Brown"])
 def test_parser_refuses_malformed_sources(bad):
-    with pytest.raises(ValueError, match="must be 'bos', 'brown' or a dataset"):
+    with pytest.raises(ValueError, match="must be 'bos', 'brown', 'questions' or a"):
         parse_source(bad)
 
 

@@ -93,6 +93,15 @@ def _choices(*options):
     return check
 
 
+# worlds.WORLD_NAMES, named here so that checking a parameter imports no torch
+# (tests/test_notebook_worlds.py keeps the two equal)
+WORLD_NAMES = ("prose", "math")
+
+
+def _world(v):
+    return None if v in WORLD_NAMES else f"must be one of {', '.join(WORLD_NAMES)}"
+
+
 def _k_list(v):
     ok = isinstance(v, list) and v and all(isinstance(k, int) and k >= 2 for k in v)
     return None if ok else "must be a non-empty list of integers >= 2"
@@ -163,6 +172,7 @@ RULES: dict[str, Callable[[Any], str | None]] = {
         None if v in ("none", "auto") or (isinstance(v, str) and DEVICE_RE.match(v))
         else "must be 'none', 'auto' or a device ('cpu', 'cuda', 'cuda:N', 'mps')"
     ),
+    "world": _world,  # what a claim is measured in (SPEC.md section 6; 01-05, 07, 09)
     "prompt_source": _prompt_source,  # bos | brown | a datasets dataset (03, 09)
     "trust_remote_code": lambda v: (
         None if isinstance(v, bool) else "must be true or false"
@@ -272,6 +282,50 @@ def _fits_context(values):
     return None
 
 
+MODELS = (*TARGETS, "draft")  # parameters naming a model of the world's ladder
+WORLD_PREFIX = "dlmspec/math/"  # the math world's ladder (its own tokenizer)
+
+
+MATH_PROMPT_LENGTH = 64  # training.train_math.PROMPT_LENGTH (tested equal)
+
+
+def _world_prompts(values):
+    """The math world's prompts are its questions, 64 tokens each; the other
+    worlds' are not."""
+    world, source = values["world"], values["prompt_source"]
+    if world == "math" and source != "questions":
+        return (f"the math world's prompts are its held-out questions: prompt_source="
+                f"'questions', not {source!r}")
+    if world == "math" and values.get("prompt_length") != MATH_PROMPT_LENGTH:
+        return (f"the math world's questions are {MATH_PROMPT_LENGTH} tokens long "
+                f"(the layout its models were trained on): prompt_length="
+                f"{MATH_PROMPT_LENGTH}, not {values.get('prompt_length')}")
+    if world != "math" and source == "questions":
+        return "prompt_source='questions' is the math world's: add -p world math"
+    return None
+
+
+def _world_models(values):
+    """A world's claims are measured on models of its tokenizer: the math world
+    on its ladder (``dlmspec/math/...``) or a local folder, every other world on
+    anything but the math ladder. The math world's defaults are a profile."""
+    world = values["world"]
+    for name in MODELS:
+        model = values.get(name)
+        if model is None:
+            continue
+        math_model = model.startswith(WORLD_PREFIX)
+        if world == "math" and not (math_model or Path(model).is_dir()):
+            return (f"{name}={model!r} is not a model of the math world (its ladder: "
+                    f"{WORLD_PREFIX}small|base|large); its defaults are the profile "
+                    f"notebooks/profiles/math/<notebook>.yaml, which the runner "
+                    f"applies for -p world math (papermill: -f that file)")
+        if world != "math" and math_model:
+            return (f"{name}={model!r} is a model of the math world: add -p world "
+                    f"math (or -f notebooks/profiles/math/<notebook>.yaml)")
+    return None
+
+
 def _n_tau(values):
     n_tau, n = values["n_tau"], values["n_samples"]
     return None if n_tau <= n else f"n_tau={n_tau} must not exceed n_samples={n}"
@@ -298,6 +352,8 @@ RELATIONS: list[tuple[tuple[str, ...], Callable[[dict], str | None]]] = [
     (("gen_length", "block_length"), _divides),
     (("draft",), _draft_vocabulary),
     (("gen_length",), _fits_context),
+    (("world",), _world_models),
+    (("world", "prompt_source"), _world_prompts),
     (("n_tau", "n_samples"), _n_tau),
     (("claims", "seeds", "sizes"), _seed_plan),
 ]

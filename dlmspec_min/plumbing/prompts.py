@@ -3,6 +3,8 @@
 * ``"bos"``: the start token alone (unconditional generation);
 * ``"brown"``: the start token, then the first tokens of held-out Brown
   sentences in a seeded order (``order.held_out_prompts``);
+* ``"questions"``: the math world's held-out questions (``worlds.MATH.prompts``),
+  each ``[PAD]``-padded to the 64 tokens its models were trained with;
 * ``"NAME:CONFIG:SPLIT:COLUMN"``: the same construction on the texts of one
   column of a Hugging Face ``datasets`` dataset, e.g. ``gsm8k:main:test:question``
   (the prompts Fast-dLLM's 3.25 tokens/step was measured on); an empty CONFIG
@@ -22,7 +24,7 @@ import torch
 
 from ..decoding.denoisers import ALLOW_HUB_ENV
 
-BOS, BROWN = "bos", "brown"
+BOS, BROWN, QUESTIONS = "bos", "brown", "questions"
 
 
 @dataclass(frozen=True)
@@ -38,14 +40,14 @@ class DatasetSource:
 
 def parse_source(text: str) -> str | DatasetSource:
     """``"bos"``, ``"brown"`` or a ``DatasetSource``; ``ValueError`` otherwise."""
-    if text in (BOS, BROWN):
+    if text in (BOS, BROWN, QUESTIONS):
         return text
     parts = text.split(":") if isinstance(text, str) else []
     if len(parts) != 4 or not all(parts[i].strip() for i in (0, 2, 3)):
         raise ValueError(
-            f"prompt source {text!r} must be 'bos', 'brown' or a dataset as "
-            "NAME:CONFIG:SPLIT:COLUMN (e.g. gsm8k:main:test:question; CONFIG may "
-            "be empty)"
+            f"prompt source {text!r} must be 'bos', 'brown', 'questions' or a "
+            "dataset as NAME:CONFIG:SPLIT:COLUMN (e.g. gsm8k:main:test:question; "
+            "CONFIG may be empty)"
         )
     name, config, split, column = (p.strip() for p in parts)
     return DatasetSource(name, config or None, split, column)
@@ -86,10 +88,19 @@ def dataset_texts(source: DatasetSource) -> list[str]:
 
 def make_prompts(tokenizer, source: str, n: int, length: int,
                  seed: int = 0) -> torch.Tensor:
-    """(n, P) prompts from ``source`` (see the module docstring); P = 1 for bos."""
+    """(n, P) prompts from ``source`` (see the module docstring); P = 1 for bos,
+    the math world's prompt length for questions (``length`` must be it)."""
     from ..measures.order import held_out_prompts, prefix_prompts, unconditional_prompt
 
     parsed = parse_source(source)
+    if parsed == QUESTIONS:
+        from ..worlds import MATH
+
+        prompts = MATH.prompts(tokenizer, n, seed=seed)
+        if prompts.shape[1] != length:
+            raise ValueError(f"the math world's questions are {prompts.shape[1]} "
+                             f"tokens long, not prompt_length={length}")
+        return prompts
     if parsed == BOS:
         return unconditional_prompt(tokenizer, n)
     if parsed == BROWN:

@@ -17,8 +17,10 @@ device or dtype it lacks, a model's own code without ``trust_remote_code``, a
 model missing from the local Hugging Face cache: ``preflight``), before any
 kernel starts. A profile's ``estimate:`` mapping (GPU memory and minutes, for
 ``make paper``'s preflight table) is data, not a parameter, and is skipped
-here. Several ``-f`` files apply in order (later
-ones win), then ``-F`` files, then ``-p``. A ``-F`` file is one set of
+here. ``-p world math`` (any world but the notebook's default) first applies
+that world's profile, ``notebooks/profiles/math/<notebook>.yaml``: its models,
+decode and sizes, beneath every file and ``-p``. Several ``-f`` files apply in
+order (later ones win), then ``-F`` files, then ``-p``. A ``-F`` file is one set of
 overrides for every notebook (``make paper``'s ``PAPER_OVERRIDES``): names this
 notebook does not take are skipped, not refused. The notebook executes into a
 ``.partial`` file that is renamed only when every cell ran, so an interrupted or
@@ -43,6 +45,7 @@ from . import claims, interrupts, params, preflight
 from .seeds import check_plan
 
 OUT_DIR = REPO_ROOT / "_build" / "papermill"
+PROFILES = REPO_ROOT / "notebooks" / "profiles"  # <world or paper>/<notebook>.yaml
 EXIT_BAD_PARAMETER = 2
 SEED_PLAN = ("claims", "seeds", "sizes")  # the seed page's parameters
 ESTIMATE_KEY = "estimate"  # a profile's resource estimate: data, not a parameter
@@ -191,9 +194,21 @@ def check_machine(notebook_params: dict[str, dict], values: dict[str, object],
         raise ParameterError(str(e)) from None
 
 
-def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=()):
+def world_profile(notebook: Path, world: str) -> Path:
+    """The profile that holds ``world``'s defaults for ``notebook``:
+    ``notebooks/profiles/<world>/<notebook's name>.yaml``."""
+    return PROFILES / str(world) / f"{Path(notebook).stem}.yaml"
+
+
+def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=(),
+           notebook: Path | None = None):
     """The checked values of ``-f`` files (in order), ``-F`` files (names the
-    notebook lacks skipped), then ``-p`` pairs; ``ParameterError`` on any problem."""
+    notebook lacks skipped), then ``-p`` pairs; ``ParameterError`` on any problem.
+
+    A ``world`` other than the notebook's default brings that world's defaults
+    (``world_profile``: its models, decode and sizes) beneath all of them, so
+    ``-p world math`` alone measures the math world; ``notebook`` names the
+    notebook whose profile that is."""
     given: dict[str, object] = {}
     for f in [*files, *shared_files]:
         if not Path(f).exists():
@@ -204,6 +219,18 @@ def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=()):
         shared = parameters_in(f)
         given.update({k: v for k, v in shared.items() if k in declared})
     given.update(dict(pairs))
+    world = given.get("world")
+    if (notebook is not None and "world" in declared and world is not None
+            and world != with_defaults(declared, {})["world"]):
+        profile = world_profile(notebook, world)
+        if not profile.is_file():
+            try:  # an unknown world: the rule's message
+                params.check("world", world)
+            except ValueError as e:
+                raise ParameterError(str(e)) from None
+            raise ParameterError(f"{Path(notebook).name} has no profile for the world "
+                                 f"{world!r} ({profile.relative_to(REPO_ROOT)})")
+        given = {**parameters_in(profile), **given}
     values = resolve(declared, given)
     check_relations(declared, values)
     return values
@@ -360,7 +387,7 @@ def main(argv=None) -> int:
         return 0
     try:
         values = gather(declared, a.parameters_file, a.shared_parameters_file,
-                        a.parameter)
+                        a.parameter, notebook=a.notebook)
         check_machine(declared, values)
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
