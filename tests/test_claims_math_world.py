@@ -115,6 +115,43 @@ def test_c3_c4_run_in_the_math_world_and_c6_c8_are_refused(tiny_math_pair):
                    n_bootstrap=100, seed=0, world=MATH)
 
 
+def test_the_math_world_s_answers_belong_to_its_prompts():
+    tok = MATH.tokenizer()
+    for seed in (0, 2):
+        rows = MATH.held_out_rows(5, seed)[1]  # question, then the true solution
+        P = train_math.PROMPT_LENGTH
+        assert torch.equal(rows[:, :P], MATH.prompts(tok, 5, seed))
+        answers = MATH.answers(5, seed)
+        solutions = rows[:, train_math.PROMPT_LENGTH:]
+        assert MATH.answer_correct(tok, solutions, answers).tolist() == [1.0] * 5
+        wrong = [a + 1 for a in answers]
+        assert MATH.answer_correct(tok, solutions, wrong).tolist() == [0.0] * 5
+    assert PROSE.answers(5) is None
+    with pytest.raises(ValueError, match="3 decodes but 2 answers"):
+        MATH.answer_correct(tok, solutions[:3], answers[:2])
+
+
+def test_c5_s_quality_in_the_math_world_is_the_answer_accuracy(tiny_math_pair):
+    """Issue 26, item 3: the bound is on exact final-answer accuracy, the judge's
+    agreement beside it (math/small decodes the whole 96-token window)."""
+    r = c5.measure(tiny_math_pair, n_samples=2, gen_length=train_math.GEN_LENGTH,
+                   block_length=train_math.BLOCK_LENGTH, threshold=0.9,
+                   thresholds=[0.9], temperature=0.0, K=8, quality_bound=0.05,
+                   n_bootstrap=30, seed=0, world=MATH)
+    res, v = r.tables["decoders"], r.values
+    assert res.attrs["quality"] == c5.ACCURACY and v["c5_quality_measure"] == (
+        "answer accuracy")
+    answers = MATH.answers(2, 0)
+    for key, name in (("base", c5.BASELINE), ("relaxed", c5.RELAXED)):
+        gen = r.arrays["runs"][name][0]
+        acc = MATH.answer_correct(tiny_math_pair.tokenizer, gen, answers).mean()
+        assert v[f"c5_answer_acc_{key}"] == pytest.approx(acc)
+        assert v[f"c5_quality_{key}"] == pytest.approx(acc)
+    assert v["c5_quality_drop"] == pytest.approx(
+        v["c5_answer_acc_base"] - v["c5_answer_acc_relaxed"])
+    assert "judge agreement" in res.columns  # beside it
+
+
 def test_c7_measures_determinedness_on_held_out_problems(math_small):
     names = dict.fromkeys(("small", "base", "large"), MATH.draft)
     roles = c7.StrongModels(names, {MATH.draft: math_small}, MATH.draft)

@@ -71,10 +71,10 @@ def test_speed_and_quality_recomputed_from_the_runs(result, tiny_pair):
     bigrams = [np.nanmean(quality.repetition(gen, 2, specials))
                for gen, *_ in runs.values()]
     assert list(res["repeated bigrams"]) == pytest.approx(bigrams)
-    assert list(res["agreement inside"]) == list(drop <= TINY["quality_bound"])
+    assert list(res["quality inside"]) == list(drop <= TINY["quality_bound"])
     assert list(res["repetition inside"]) == [b <= rep_max for b in bigrams]
     assert list(res["inside bound"]) == [a and r for a, r in zip(
-        res["agreement inside"], res["repetition inside"], strict=True)]
+        res["quality inside"], res["repetition inside"], strict=True)]
     assert v["c5_rep2_base"] <= rep_max
     inside = res[res["inside bound"]]
     assert v["c5_best_speedup_in_bound"] == inside["speedup (NFE)"].max()
@@ -113,6 +113,52 @@ def test_rule_values_read_relaxed_against_baseline(result):
     res = result.tables["decoders"]
     values = c5m.rule_values(res, 0.25)
     assert values["c5_quality_bound"] == 0.25
-    assert values["c5_agree_relaxed"] == float(res.loc[c5m.RELAXED, "judge agreement"])
+    relaxed = res.loc[c5m.RELAXED]
+    assert values["c5_quality_relaxed"] == float(relaxed["judge agreement"])
     assert all(isinstance(x, float) for x in values.values())
     assert np.isfinite(list(values.values())).all()
+
+
+def test_in_prose_the_quality_is_the_judge_s_agreement(result):
+    """The rule reads c5_quality_* (2026-12-02): in prose exactly the agreement's
+    values, so no prose verdict can change with the rename."""
+    v = result.values
+    assert result.tables["decoders"].attrs["quality"] == c5m.AGREEMENT
+    assert v["c5_quality_measure"] == "judge agreement"
+    for q, a in [("base", "base"), ("relaxed", "relaxed"), ("drop", "drop"),
+                 ("drop_lo", "drop_lo"), ("drop_hi", "drop_hi")]:
+        assert v[f"c5_quality_{q}"] == v[f"c5_agree_{a}"], q
+    assert not any(k.startswith("c5_answer_acc") for k in v)
+
+
+def test_with_answers_the_quality_is_the_answer_accuracy(result, tiny_pair):
+    """Where texts have answers (the math world) the bound is on the answer
+    accuracy, recomputed here from injected correctness; the judge beside it."""
+    runs = result.arrays["runs"]
+    specials = semantic.semantic_ids_for(tiny_pair.target, TINY["K"], seed=TINY["seed"],
+                                         tokenizer=tiny_pair.tokenizer)
+    specials = specials.special.nonzero().flatten().tolist()
+
+    def correct_of(gen):  # a stand-in for the world's answers: even first token
+        return (gen[:, 0] % 2 == 0).double().numpy()
+
+    from dlmspec_min.measures import judge as judges
+
+    jm = judges.load_judge(judges.SMOLLM2)
+    res = c5m.judge_table(jm, tiny_pair.tokenizer, runs, specials,
+                          quality_bound=TINY["quality_bound"],
+                          n_bootstrap=TINY["n_bootstrap"], seed=TINY["seed"],
+                          correct_of=correct_of)
+    assert res.attrs["quality"] == c5m.ACCURACY
+    base = correct_of(runs[c5m.BASELINE][0])
+    for name, (gen, *_) in runs.items():
+        acc = correct_of(gen).mean()
+        assert res.loc[name, "answer accuracy"] == pytest.approx(acc)
+        assert res.loc[name, "accuracy drop"] == pytest.approx(base.mean() - acc)
+        assert res.loc[name, "quality inside"] == (
+            base.mean() - acc <= TINY["quality_bound"])
+    assert res.loc[c5m.RELAXED, "judge agreement"] == result.tables["decoders"].loc[
+        c5m.RELAXED, "judge agreement"]  # the judge's figures stand beside it
+    q = c5m.quality_values(res)
+    assert q["c5_quality_base"] == pytest.approx(base.mean())
+    assert q["c5_quality_drop_lo"] <= q["c5_quality_drop"] <= q["c5_quality_drop_hi"]

@@ -119,9 +119,9 @@ def test_c4_branches():
 
 def c5(drop_lo, drop_hi, bound=0.1, speedup=2.0, base=0.5, rep2=0.1, rep2_max=0.15):
     drop = (drop_lo + drop_hi) / 2
-    return {"c5_speedup": speedup, "c5_agree_drop_lo": drop_lo,
-            "c5_agree_drop_hi": drop_hi, "c5_quality_bound": bound,
-            "c5_agree_base": base, "c5_agree_relaxed": base - drop,
+    return {"c5_speedup": speedup, "c5_quality_drop_lo": drop_lo,
+            "c5_quality_drop_hi": drop_hi, "c5_quality_bound": bound,
+            "c5_quality_base": base, "c5_quality_relaxed": base - drop,
             "c5_rep2_relaxed": rep2, "c5_rep2_base_hi": rep2_max}
 
 

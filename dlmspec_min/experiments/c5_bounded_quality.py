@@ -117,20 +117,33 @@ def decode_all(models: Models, drafter, sid, prompt, decoders: Decoders, *,
     return runs, accepted, anchors, anchors_piece
 
 
+# a quality's columns: its level, its drop below the baseline's, the drop's interval
+AGREEMENT = ("judge agreement", "agreement drop", "drop low", "drop high")
+ACCURACY = ("answer accuracy", "accuracy drop", "accuracy drop low",
+            "accuracy drop high")
+
+
 def judge_table(jm, tokenizer, runs, specials, *, quality_bound: float,
-                n_bootstrap: int, seed: int) -> pd.DataFrame:
+                n_bootstrap: int, seed: int, correct_of=None) -> pd.DataFrame:
     """Speed and quality per decoder against the baseline (the first run).
 
     Speedups in NFE (ratio bootstrap over samples), token-forwards and wall-clock;
     the judge's agreement, its drop below the baseline's (paired bootstrap),
     perplexity, repeated unigrams and bigrams, and whether the decoder is inside
-    the bound: an agreement drop of at most ``quality_bound`` AND repeated bigrams
+    the bound: a quality drop of at most ``quality_bound`` AND repeated bigrams
     no higher than the upper end of the baseline's 95 % interval (2026-12-02:
     before, the drop alone, and repetitive text that the judge predicts easily
     counted as quality).
+
+    The quality is the judge's agreement, or where ``correct_of`` is given (a
+    world whose texts have answers: generated (B, G) -> (B,) 0/1 correctness)
+    the answer accuracy, with its drop below the baseline's (paired bootstrap);
+    the judge's figures stand beside it. ``attrs["quality"]`` names the
+    quality's four columns (``AGREEMENT`` or ``ACCURACY``).
     """
     base_gen, b_nfe, b_tf, b_sec = runs[BASELINE]
     _, _, rep_max = quality.repetition_ci(base_gen, 2, specials, n_bootstrap, seed)
+    base_correct = None if correct_of is None else correct_of(base_gen)
     base_scores, rows = None, []
     for name, (gen, nfe, tf, sec) in runs.items():
         table = jm.score(quality.texts_of(tokenizer, gen))
@@ -142,33 +155,47 @@ def judge_table(jm, tokenizer, runs, specials, *, quality_bound: float,
             base_scores["top1_agreement"], base_scores["n_tokens"],
             table["top1_agreement"], table["n_tokens"], n_bootstrap, seed)
         bigrams = float(np.nanmean(quality.repetition(gen, 2, specials)))
-        agreement_in = quality.within_bound(drop, quality_bound)
+        row = {"decoder": name, "NFE": nfe.mean().item(), "speedup (NFE)": sp,
+               "speedup low": sp_lo, "speedup high": sp_hi,
+               "speedup (token-forwards)": b_tf.sum().item() / tf.sum().item(),
+               "wall s": sec, "speedup (wall)": b_sec / sec}
+        if correct_of is not None:  # the world's answers first, the judge beside
+            correct = correct_of(gen)
+            row |= dict(zip(ACCURACY, (float(correct.mean()), *quality.accuracy_drop(
+                base_correct, correct, n_bootstrap, seed)), strict=True))
+        row |= {"judge agreement": s["agreement"], "agreement drop": drop,
+                "drop low": d_lo, "drop high": d_hi,
+                "judge perplexity": s["perplexity"],
+                "repeated unigrams": np.nanmean(quality.repetition(gen, 1, specials)),
+                "repeated bigrams": bigrams}
+        columns = AGREEMENT if correct_of is None else ACCURACY
+        quality_in = quality.within_bound(row[columns[1]], quality_bound)
         repetition_in = bool(bigrams <= rep_max)  # NaN: outside
-        rows.append({"decoder": name, "NFE": nfe.mean().item(), "speedup (NFE)": sp,
-                     "speedup low": sp_lo, "speedup high": sp_hi,
-                     "speedup (token-forwards)": b_tf.sum().item() / tf.sum().item(),
-                     "wall s": sec, "speedup (wall)": b_sec / sec,
-                     "judge agreement": s["agreement"], "agreement drop": drop,
-                     "drop low": d_lo, "drop high": d_hi,
-                     "judge perplexity": s["perplexity"],
-                     "repeated unigrams": np.nanmean(
-                         quality.repetition(gen, 1, specials)),
-                     "repeated bigrams": bigrams,
-                     "agreement inside": agreement_in,
-                     "repetition inside": repetition_in,
-                     "inside bound": agreement_in and repetition_in})
+        rows.append(row | {"quality inside": quality_in,
+                           "repetition inside": repetition_in,
+                           "inside bound": quality_in and repetition_in})
     out = pd.DataFrame(rows).set_index("decoder")
     out.attrs["repeated_bigrams_max"] = rep_max
+    out.attrs["quality"] = columns
     return out
+
+
+def quality_values(res: pd.DataFrame) -> dict[str, float]:
+    """The world's quality (``res.attrs["quality"]``: the judge's agreement, or
+    the answer accuracy where texts have answers) of the baseline and relaxed
+    SSLD, and relaxed SSLD's drop with its interval: ``c5_quality_*``."""
+    rx, bs = res.loc[RELAXED], res.loc[BASELINE]
+    level, drop, lo, hi = res.attrs["quality"]
+    return {"c5_quality_base": float(bs[level]), "c5_quality_relaxed": float(rx[level]),
+            "c5_quality_drop": float(rx[drop]), "c5_quality_drop_lo": float(rx[lo]),
+            "c5_quality_drop_hi": float(rx[hi])}
 
 
 def rule_values(res: pd.DataFrame, quality_bound: float) -> dict[str, float]:
     """The keys C5's rule reads (relaxed SSLD against the baseline)."""
-    rx, bs = res.loc[RELAXED], res.loc[BASELINE]
-    return {k: float(x) for k, x in {
-        "c5_speedup": rx["speedup (NFE)"], "c5_agree_base": bs["judge agreement"],
-        "c5_agree_relaxed": rx["judge agreement"], "c5_agree_drop_lo": rx["drop low"],
-        "c5_agree_drop_hi": rx["drop high"], "c5_quality_bound": quality_bound,
+    rx = res.loc[RELAXED]
+    return quality_values(res) | {k: float(x) for k, x in {
+        "c5_speedup": rx["speedup (NFE)"], "c5_quality_bound": quality_bound,
         "c5_rep2_relaxed": rx["repeated bigrams"],
         "c5_rep2_base_hi": res.attrs["repeated_bigrams_max"]}.items()}
 
@@ -203,8 +230,11 @@ def measure(models: Models, *, judge: str = judges.SMOLLM2, n_samples: int = 12,
          "c5_exact_acceptance": accepted[EXACT]}
 
     specials = sid.special.nonzero().flatten().tolist()
+    answers = world.answers(n_samples, seed=seed)
+    correct_of = (None if answers is None else
+                  lambda gen: world.answer_correct(tok, gen, answers))
     res = judge_table(jm, tok, runs, specials, quality_bound=quality_bound,
-                      n_bootstrap=n_bootstrap, seed=seed)
+                      n_bootstrap=n_bootstrap, seed=seed, correct_of=correct_of)
     rx, bs, every = res.loc[RELAXED], res.loc[BASELINE], res.loc[EVERY]
     acc = res.loc[accelerator_name(threshold)]
     v.update({
@@ -230,9 +260,15 @@ def measure(models: Models, *, judge: str = judges.SMOLLM2, n_samples: int = 12,
         "c5_rep2_relaxed": rx["repeated bigrams"],
         "c5_rep2_every": every["repeated bigrams"],
         "c5_quality_bound": quality_bound,
+        **quality_values(res),
+        "c5_quality_measure": res.attrs["quality"][0],
         "c5_relaxed_within_bound": int(rx["inside bound"]),
         "c5_every_within_bound": int(every["inside bound"]),
     })
+    if answers is not None:  # each decoder's answer accuracy, beside the judge
+        v |= {f"c5_answer_acc_{k}": res.loc[name, "answer accuracy"] for k, name in (
+            ("base", BASELINE), ("acc", accelerator_name(threshold)),
+            ("exact", EXACT), ("relaxed", RELAXED), ("every", EVERY))}
     inside = res[res["inside bound"]]
     v["c5_best_speedup_in_bound"] = float(inside["speedup (NFE)"].max())
     v["c5_best_in_bound"] = str(inside["speedup (NFE)"].idxmax())

@@ -91,8 +91,16 @@ def agreement_drop(
     return est, float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
 
 
+def accuracy_drop(correct_base, correct_method, n_boot: int = 2000, seed: int = 0,
+                  level: float = CONFIDENCE) -> tuple[float, float, float]:
+    """Baseline accuracy - method accuracy over the same samples (per-sample 0/1
+    correctness, in the same order), paired sample bootstrap: (est, lo, hi)."""
+    ones = np.ones(len(np.asarray(correct_base)))
+    return agreement_drop(correct_base, ones, correct_method, ones, n_boot, seed, level)
+
+
 def within_bound(drop: float, bound: float) -> bool:
-    """True iff the agreement drop is at most ``bound`` (NaN drops are outside)."""
+    """True iff the quality drop is at most ``bound`` (NaN drops are outside)."""
     if not 0 <= bound <= 1:
         raise ValueError(f"the quality bound must lie in [0, 1], got {bound!r}")
     return bool(np.isfinite(drop) and drop <= bound)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ..measures.tagger import CONTENT, FUNCTION, PUNCT, SPECIAL
@@ -79,11 +80,27 @@ class MathWorld(World):
         seed = P.UNSEEN_SEED if split == "unseen" else P.HELD_OUT_SEED
         return P.problems(seed, n, split)
 
-    def _held_out(self, tokenizer, n: int, seed: int) -> torch.Tensor:
-        """The ``seed``-th n held-out problems (seed 0: the first n), encoded."""
+    def _held_out_problems(self, n: int, seed: int) -> list[P.Problem]:
+        """The ``seed``-th n held-out problems (seed 0: the first n)."""
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be an integer >= 1, got {n!r}")
-        return train_math.encode(tokenizer, self.problems((seed + 1) * n)[seed * n:])
+        return self.problems((seed + 1) * n)[seed * n:]
+
+    def _held_out(self, tokenizer, n: int, seed: int) -> torch.Tensor:
+        """The ``seed``-th n held-out problems, encoded."""
+        return train_math.encode(tokenizer, self._held_out_problems(n, seed))
+
+    def answers(self, n, seed=0):
+        """The answers (the ``####`` numbers) of the questions ``prompts`` gives."""
+        return [p.answer for p in self._held_out_problems(n, seed)]
+
+    def answer_correct(self, tokenizer, generated, answers):
+        """(B,) 1.0 where the decode's first ``####`` number (cut at ``[EOS]``)
+        equals the answer, 0.0 otherwise (no answer written counts as wrong)."""
+        if len(generated) != len(answers):
+            raise ValueError(f"{len(generated)} decodes but {len(answers)} answers")
+        return np.array([float(train_math.answer_of(tokenizer, g) == a)
+                         for g, a in zip(generated.tolist(), answers, strict=True)])
 
     def prompts(self, tokenizer, n: int, seed: int = 0, device="cpu") -> torch.Tensor:
         """(n, PROMPT_LENGTH) held-out questions; ``seed`` picks which n (seed 0:

@@ -81,6 +81,16 @@ class World:
         the text C7 measures determinedness on."""
         raise NotImplementedError
 
+    def answers(self, n: int, seed: int = 0) -> list[int] | None:
+        """The correct answers of ``prompts(tokenizer, n, seed)``, in order; None
+        in a world whose texts have no answer (its quality is the judge's)."""
+        return None
+
+    def answer_correct(self, tokenizer, generated, answers) -> np.ndarray:
+        """(B,) 1.0 where a decode's answer equals ``answers`` (a world with
+        answers only)."""
+        raise NotImplementedError(f"the {self.name} world has no answers")
+
     def token_counts(self, tokenizer, vocab_size: int | None = None) -> np.ndarray:
         """How often each token id occurs in the world's training text (the
         frequency control of C1's regressions)."""
