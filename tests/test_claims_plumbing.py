@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -179,3 +180,46 @@ def test_world_values_and_the_claim_by_world_matrix(tmp_path):
     assert page.count('class="world-verdict"') == len(claims.WORLD_SUFFIXES)
     assert 'data-world="math">' in page and ">not measured<" in page
     assert "regime not measured" in page  # no C3 row here
+    # a world with nothing measured says why under the matrix
+    note = re.search(r'<p class="world-missing" data-world="math"><small>(.*?)</small>',
+                     page).group(1).replace("&#x27;", "'")
+    missing = claims_dashboard._models_missing("math")
+    assert note == "math: not measured by this build" + (
+        f"; the world's models missing: {missing}" if missing else "")
+    assert 'class="world-missing" data-world="prose"' not in page
+
+
+def test_a_claim_page_shows_the_claim_in_every_world_and_why_one_is_missing(tmp_path):
+    import sys
+
+    sys.path.insert(0, str(claims.REPO_ROOT / "book" / "_ext"))
+    import claims_dashboard
+
+    reg = _registry_with_secondary(tmp_path)
+    reg["claims"]["X"]["keys"]["a"] = {"label": "the a", "range": [0, 10]}
+    reg["claims"]["X"].setdefault("headline", ["a"])
+    both = {"id": "X", "notebook": reg["claims"]["X"]["notebook"],
+            "verdict": "replicated",
+            "values": {"a": 0.5, "b": 3, "x_tau_acc": 4.0, "a_math": 2.0, "b_math": 1}}
+    page = claims_dashboard._claim_worlds([both], reg, "X")
+    rows = re.findall(r'<tr data-world="(\w+)">(.*?)</tr>', page)
+    assert [w for w, _ in rows] == list(claims.WORLD_SUFFIXES)
+    cells = claims.world_cells(both, reg)
+    for w, text in rows:
+        assert f">{cells[w]['verdict']}<" in text
+    prose = dict(rows)["prose"]
+    assert "tau_acc 4 tokens per forward, alpha* 0.75" in prose  # the claim's own
+    assert "regime not measured" in dict(rows)["math"]  # no tau of its own, no C3
+    prose_only = {**both, "values": {"a": 0.5, "b": 3}}
+    page = claims_dashboard._claim_worlds([prose_only], reg, "X")
+    math_row = dict(re.findall(r'<tr data-world="(\w+)">(.*?)</tr>', page))["math"]
+    assert ">not measured<" in math_row
+    missing = claims_dashboard._models_missing("math")
+    assert ("the world's models missing: " + missing) in math_row.replace("&#x27;", "'")
+    # the prose ladder is committed; the math world names what it lacks, if anything
+    assert claims_dashboard._models_missing("prose") == ""
+    from dlmspec_min.paths import models_dir
+
+    lacking = [n for n in ("math/small", "math/base", "math/large")
+               if not (models_dir() / n / "config.json").exists()]
+    assert all(f"dlmspec/{n}" in missing for n in lacking)

@@ -176,6 +176,20 @@ def test_dashboard_and_landing_page_open_with_the_claim_by_world_matrix():
         'class="table claims-dashboard"')
 
 
+def test_every_claim_page_shows_its_claim_in_every_world():
+    rows = claims.dashboard_rows(ROOT / "_build" / "jupyter_execute", REGISTRY,
+                                 provenance.fingerprint())
+    for r in rows:
+        page = (HTML / Path(r["notebook"]).with_suffix(".html")).read_text()
+        table = re.search(rf'<table class="table claim-worlds" data-claim="{r["id"]}">'
+                          r"(.*?)</table>", page, re.S)
+        assert table, f"{r['notebook']} shows no claim-worlds table"
+        got = dict(re.findall(r'class="claim-world-verdict" data-world="(\w+)">'
+                              r"<span[^>]*>([^<]+)</span>", table.group(1)))
+        want = {w: c["verdict"] for w, c in claims.world_cells(r, REGISTRY).items()}
+        assert got == want, r["id"]
+
+
 def test_every_notebook_page_offers_its_executed_notebook():
     for nb in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md")):
         page = (HTML / "notebooks" / f"{nb.stem}.html").read_text()

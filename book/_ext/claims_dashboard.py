@@ -6,7 +6,9 @@
 - ``{claims-summary}``: the landing page's verdict counts, a line per claim and
   the regime (this build's strongest accelerator against the paper's);
 - ``{provenance-table}``: the fingerprint and commit each notebook ran under,
-  beside the build's (``dlmspec_min.plumbing.provenance``).
+  beside the build's (``dlmspec_min.plumbing.provenance``);
+- ``{claim-worlds} C2``: on a claim's page, that claim in every world (regime,
+  key figure, verdict), a world not measured with the reason.
 
 Each directive leaves a placeholder; after every document has been read (and
 so every notebook executed), ``doctree-resolved`` replaces it with HTML
@@ -68,6 +70,68 @@ def _matrix(rows, registry: dict, docname: str) -> str:
                        f'data-world="{w}">{_verdict_span(c["verdict"])}{fig}</td>')
         out.append("</tr>")
     out.append("</tbody></table>")
+    for w in worlds:  # a world with nothing measured: why
+        if all(claims.world_cells(r, registry)[w]["verdict"] == claims.NOT_MEASURED
+               for r in rows):
+            missing = _models_missing(w)
+            out.append(f'<p class="world-missing" data-world="{w}"><small>'
+                       + html.escape(f"{w}: not measured by this build"
+                                     + (f"; the world's models missing: {missing}"
+                                        if missing else ""))
+                       + "</small></p>")
+    return "\n".join(out)
+
+
+def _models_missing(world: str) -> str:
+    """Which of ``world``'s default models (target, draft, strong) this build
+    lacks, in words, or '' when all are trained (``paths.models_dir``)."""
+    from dlmspec_min.paths import models_dir
+
+    w, missing = get_world(world), []
+    for name in dict.fromkeys((w.target, w.draft, w.strong)):
+        folder = models_dir() / name.removeprefix("dlmspec/")
+        if not (folder / "config.json").exists():
+            state = ("still training" if (folder / "checkpoint.pt").exists()
+                     else "not trained")
+            missing.append(f"{name} ({state})")
+    return ", ".join(missing)
+
+
+def _claim_worlds(rows, registry: dict, claim_id: str) -> str:
+    """One claim in every world: the regime it was judged against (its own
+    tau_acc and alpha* where it measures them, else C3's), its key figure and
+    its verdict, the same rule on each world's values; a world the build did
+    not measure says so and why."""
+    row = next(r for r in rows if r["id"] == claim_id)
+    c3 = next((r for r in rows if r["id"] == "C3"), None)
+    cells = claims.world_cells(row, registry)
+    tau_key = f"{claim_id.lower()}_tau_acc"
+    out = [f'<table class="table claim-worlds" data-claim="{claim_id}"><thead><tr>'
+           "<th>world</th><th>regime (tau_acc, alpha*)</th><th>key figure</th>"
+           "<th>verdict</th></tr></thead><tbody>"]
+    for w, c in cells.items():
+        own = claims.world_values(row.get("values") or {}, w).get(tau_key)
+        if isinstance(own, (int, float)) and own > 0:
+            regime = f"tau_acc {own:.3g} tokens per forward, alpha* {1 - 1 / own:.2f}"
+        else:  # the world's regime as C3 measured it
+            regime = _regime([c3] if c3 else [], w)
+            regime += "" if regime == "regime not measured" else " (C3's)"
+        figure = ("&mdash;" if c["value"] is None else
+                  f"{html.escape(c['label'])}: <b>"
+                  f"{html.escape(claims.format_value(c['value']))}</b>")
+        why = ""
+        if c["verdict"] == claims.NOT_MEASURED:
+            missing = _models_missing(w)
+            why = ("<br><small>" + html.escape(
+                f"this build did not measure it here; the world's models missing: "
+                f"{missing}" if missing else "this build did not measure it here")
+                + "</small>")
+        title = html.escape(f"{w} ({get_world(w).title})")
+        out.append(f'<tr data-world="{w}"><td>{title}</td>'
+                   f"<td>{html.escape(regime)}</td><td>{figure}</td>"
+                   f'<td class="claim-world-verdict" data-world="{w}">'
+                   f"{_verdict_span(c['verdict'])}{why}</td></tr>")
+    out.append("</tbody></table>")
     return "\n".join(out)
 
 
@@ -77,11 +141,18 @@ class dashboard_placeholder(nodes.General, nodes.Element):
 
 def _directive(kind: str):
     class Computed(SphinxDirective):
+        optional_arguments = 1  # claim-worlds: the claim's id
+
         def run(self):
             self.env.note_dependency(str(claims.REGISTRY))
             self.env.metadata[self.env.docname]["claims_dashboard"] = True
             node = dashboard_placeholder()
             node["kind"] = kind
+            node["claim"] = self.arguments[0] if self.arguments else None
+            if kind == "claim-worlds" and node["claim"] not in claims.load_registry()[
+                    "claims"]:
+                raise self.error(f"claim-worlds needs a claim of book/claims.yml, "
+                                 f"got {node['claim']!r}")
             return [node]
 
     return Computed
@@ -224,6 +295,8 @@ def resolve(app, doctree, docname):
             text = _matrix(rows, registry, docname) + "\n" + _table(rows, docname)
         elif kind == "summary":
             text = _summary(rows, registry, docname)
+        elif kind == "claim-worlds":
+            text = _claim_worlds(rows, registry, node["claim"])
         else:
             text = _provenance(_provenance_rows(executed), current,
                                provenance.commit(), docname)
@@ -239,6 +312,7 @@ def setup(app):
     app.add_directive("claims-dashboard", _directive("dashboard"))
     app.add_directive("claims-summary", _directive("summary"))
     app.add_directive("provenance-table", _directive("provenance"))
+    app.add_directive("claim-worlds", _directive("claim-worlds"))
     app.connect("doctree-resolved", resolve)
     app.connect("env-get-outdated", always_outdated)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}
