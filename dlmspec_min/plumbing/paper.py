@@ -239,6 +239,7 @@ def _main_book_only(text: str, values: dict[str, dict]) -> str:
 def build_book(out: Path, overrides: Path | None, values, seconds) -> Path:
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(BOOK / name, out / name)
+    shutil.copytree(BOOK / "_ext", out / "_ext", dirs_exist_ok=True)
     (out / "book").mkdir(exist_ok=True)
     text = (REPO_ROOT / "book" / "formalization.md").read_text()
     (out / "book" / "formalization.md").write_text(_main_book_only(text, values))
