@@ -57,9 +57,12 @@ def _matrix(rows, registry: dict, docname: str) -> str:
     out += [f'<th data-world="{w}">{html.escape(f"{w} ({get_world(w).title})")}<br>'
             f'<small>{html.escape(_regime(rows, w))}</small></th>' for w in worlds]
     out.append("</tr></thead><tbody>")
+    measured = dict.fromkeys(worlds, False)  # a world with any verdict
     for r in rows:
         link = up + str(Path(r["notebook"]).with_suffix(".html"))
         cells = claims.world_cells(r, registry)
+        for w in worlds:
+            measured[w] |= cells[w]["verdict"] != claims.NOT_MEASURED
         out.append(f'<tr><td><a href="{link}">{r["id"]}</a></td>')
         for w in worlds:
             c = cells[w]
@@ -71,15 +74,17 @@ def _matrix(rows, registry: dict, docname: str) -> str:
         out.append("</tr>")
     out.append("</tbody></table>")
     for w in worlds:  # a world with nothing measured: why
-        if all(claims.world_cells(r, registry)[w]["verdict"] == claims.NOT_MEASURED
-               for r in rows):
-            missing = _models_missing(w)
+        if not measured[w]:
+            note = _not_measured(w, f"{w}: not measured by this build")
             out.append(f'<p class="world-missing" data-world="{w}"><small>'
-                       + html.escape(f"{w}: not measured by this build"
-                                     + (f"; the world's models missing: {missing}"
-                                        if missing else ""))
-                       + "</small></p>")
+                       f"{html.escape(note)}</small></p>")
     return "\n".join(out)
+
+
+def _not_measured(world: str, text: str) -> str:
+    """``text``, then the world's models this build lacks, if any."""
+    missing = _models_missing(world)
+    return text + (f"; the world's models missing: {missing}" if missing else "")
 
 
 def _models_missing(world: str) -> str:
@@ -119,13 +124,9 @@ def _claim_worlds(rows, registry: dict, claim_id: str) -> str:
         figure = ("&mdash;" if c["value"] is None else
                   f"{html.escape(c['label'])}: <b>"
                   f"{html.escape(claims.format_value(c['value']))}</b>")
-        why = ""
-        if c["verdict"] == claims.NOT_MEASURED:
-            missing = _models_missing(w)
-            why = ("<br><small>" + html.escape(
-                f"this build did not measure it here; the world's models missing: "
-                f"{missing}" if missing else "this build did not measure it here")
-                + "</small>")
+        why = ("<br><small>" + html.escape(_not_measured(
+            w, "this build did not measure it here")) + "</small>"
+            if c["verdict"] == claims.NOT_MEASURED else "")
         title = html.escape(f"{w} ({get_world(w).title})")
         out.append(f'<tr data-world="{w}"><td>{title}</td>'
                    f"<td>{html.escape(regime)}</td><td>{figure}</td>"

@@ -284,8 +284,6 @@ def _fits_context(values):
 
 MODELS = (*TARGETS, "draft")  # parameters naming a model of the world's ladder
 WORLD_PREFIX = "dlmspec/math/"  # the math world's ladder (its own tokenizer)
-
-
 MATH_PROMPT_LENGTH = 64  # training.train_math.PROMPT_LENGTH (tested equal)
 
 
