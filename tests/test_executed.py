@@ -199,3 +199,48 @@ def test_every_notebook_page_offers_its_executed_notebook():
         assert executed.exists(), f"{executed} was not copied into the book"
         ran = claims.read_glued(executed.with_suffix(".glue.json"))
         assert ran[provenance.FINGERPRINT_KEY] == provenance.fingerprint()
+
+
+def _world_runs():
+    """(page notebook, world) for every world run the book makes."""
+    from dlmspec_min.plumbing import worldruns
+
+    pages = sorted({c["notebook"] for c in REGISTRY["claims"].values()}
+                   | {c["notebook"] for c in REGISTRY["checks"].values()})
+    return [(nb, w) for nb in pages if (ROOT / nb).exists()
+            for w in worldruns.worlds_of(ROOT / nb)]
+
+
+@pytest.mark.parametrize("notebook,world", _world_runs())
+def test_each_world_run_ran_or_its_models_are_missing(notebook, world):
+    """A world run the build did not write is one whose models are missing (and
+    the page says so); one it wrote records in-range values under the claim's
+    names and the verdict its rule gives on them."""
+    from dlmspec_min.plumbing import params, run, worldruns
+
+    executed = claims.world_run_path(claims.executed_path(notebook), world)
+    if not executed.exists():
+        values = run.gather(run.declared_parameters(ROOT / notebook),
+                            pairs=[("world", world)], notebook=ROOT / notebook)
+        missing = worldruns.models_missing(values.get(m) for m in params.MODELS)
+        assert missing, (f"{executed} missing though the {world} world's models "
+                         "are trained: run `make book`")
+        return
+    values = claims.read_glued(executed)
+    assert values.get(provenance.FINGERPRINT_KEY) == provenance.fingerprint(), (
+        f"{executed} ran under another fingerprint than this build's")
+    for cid, claim in REGISTRY["claims"].items():
+        if claim["notebook"] != notebook:
+            continue
+        recorded = {k: v for k, v in values.items() if k in claim["keys"]}
+        problems = [p for p in claims.check_values(claim["keys"], recorded)
+                    if "not recorded" not in p]
+        assert not problems, problems
+        assert values[f"{cid.lower()}_verdict"] == claims.verdict(cid, values, REGISTRY)
+    for check in REGISTRY["checks"].values():
+        if check["notebook"] != notebook:
+            continue
+        rules = ((check.get("worlds") or {}).get(world) or {}).get("rules", {})
+        failed = [f"{n}: {r}" for n, r in rules.items()
+                  if not claims.evaluate(r, values)]
+        assert not failed, f"{world} world's quality gates failed: {failed}"

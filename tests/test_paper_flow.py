@@ -204,5 +204,7 @@ def test_make_paper_end_to_end_at_ci_size(tmp_path):
     page = (out / "_build/html/notebooks/02_anchor_acceptance.html").read_text()
     assert 'class="claim-worlds-elsewhere"' in page and "claim-worlds" not in (
         page.replace("claim-worlds-elsewhere", ""))
+    page = (out / "_build/html/notebooks/09_trajectory_speculation.html").read_text()
+    assert 'class="claim-worlds-elsewhere"' in page and "check-worlds" not in page
     assert (out / "_build/html/index.html").is_file()
     print(f"make paper at CI size on the LLaDA stand-ins: {elapsed:.0f} s")

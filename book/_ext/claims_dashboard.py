@@ -8,7 +8,12 @@
 - ``{provenance-table}``: the fingerprint and commit each notebook ran under,
   beside the build's (``dlmspec_min.plumbing.provenance``);
 - ``{claim-worlds} C2``: on a claim's page, that claim in every world (regime,
-  key figure, verdict), a world not measured with the reason.
+  key figure, verdict), a world not measured with the reason;
+- ``{check-worlds} trajectory``: a check's figures, rules and targets in every
+  world (the trajectory page's).
+
+Another world's values come from the page's world run
+(``dlmspec_min.plumbing.worldruns``), read under the world's suffix.
 
 Each directive leaves a placeholder; after every document has been read (and
 so every notebook executed), ``doctree-resolved`` replaces it with HTML
@@ -25,7 +30,7 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
-from dlmspec_min.plumbing import claims, provenance
+from dlmspec_min.plumbing import claims, provenance, worldruns
 from dlmspec_min.worlds import get_world
 
 CSS = {
@@ -89,17 +94,9 @@ def _not_measured(world: str, text: str) -> str:
 
 def _models_missing(world: str) -> str:
     """Which of ``world``'s default models (target, draft, strong) this build
-    lacks, in words, or '' when all are trained (``paths.models_dir``)."""
-    from dlmspec_min.paths import models_dir
-
-    w, missing = get_world(world), []
-    for name in dict.fromkeys((w.target, w.draft, w.strong)):
-        folder = models_dir() / name.removeprefix("dlmspec/")
-        if not (folder / "config.json").exists():
-            state = ("still training" if (folder / "checkpoint.pt").exists()
-                     else "not trained")
-            missing.append(f"{name} ({state})")
-    return ", ".join(missing)
+    lacks, in words, or '' when all are trained."""
+    w = get_world(world)
+    return worldruns.models_missing((w.target, w.draft, w.strong))
 
 
 def _claim_worlds(rows, registry: dict, claim_id: str) -> str:
@@ -136,6 +133,53 @@ def _claim_worlds(rows, registry: dict, claim_id: str) -> str:
     return "\n".join(out)
 
 
+def _check_worlds(registry: dict, check_id: str, executed: Path,
+                  fingerprint: str) -> str:
+    """A check (``checks:`` in claims.yml, e.g. the trajectory page's) in every
+    world: its figures, and its rules and targets evaluated on each world's
+    values (the prose world's are the check's own, another world's those under
+    ``worlds: <world>:``); a world the build did not measure says why."""
+    check = registry["checks"][check_id]
+    path = claims.executed_path(check["notebook"], executed)
+    values = (claims.read_glued(path) if path.with_suffix(".glue.json").exists()
+              or path.exists() else {})
+    stale = set(claims.add_world_runs(path, values, fingerprint))
+    if values and values.get(claims.FINGERPRINT_KEY) != fingerprint:
+        stale.add("prose")
+    out = [f'<table class="table check-worlds" data-check="{check_id}"><thead><tr>'
+           "<th>world</th><th>figures</th><th>rules (a test requires them)</th>"
+           "<th>targets (reported)</th></tr></thead><tbody>"]
+    for w in claims.WORLD_SUFFIXES:
+        wv = claims.world_values(values, w)
+        own = check if w == "prose" else (check.get("worlds") or {}).get(w) or {}
+        title = html.escape(f"{w} ({get_world(w).title})")
+        if not wv:
+            why = html.escape(_not_measured(w, "not measured by this build"))
+            out.append(f'<tr data-world="{w}"><td>{title}</td><td colspan="3">'
+                       f"{_verdict_span(claims.NOT_MEASURED)}<br><small>{why}"
+                       "</small></td></tr>")
+            continue
+        figures = "<br>".join(
+            f"{html.escape(label)}: <b>{html.escape(claims.format_value(wv.get(k)))}"
+            "</b>" for k, label in (check.get("figures") or {}).items())
+        cells = []
+        for kind in ("rules", "targets"):
+            items = []
+            for name, rule in (own.get(kind) or {}).items():
+                try:
+                    met = "met" if claims.evaluate(rule, wv) else "not met"
+                except KeyError:
+                    met = "not recorded"
+                items.append(f'<span class="check-{met.replace(" ", "-")}">'
+                             f"{html.escape(name)}: {met}</span>")
+            cells.append("<br>".join(items) or "&mdash;")
+        note = (f"<br>{_verdict_span(claims.STALE)}" if w in stale else "")
+        out.append(f'<tr data-world="{w}"><td>{title}{note}</td><td>{figures}</td>'
+                   f"<td>{cells[0]}</td><td>{cells[1]}</td></tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
 class dashboard_placeholder(nodes.General, nodes.Element):
     """Replaced by the HTML of ``kind`` once every notebook has executed."""
 
@@ -150,10 +194,10 @@ def _directive(kind: str):
             node = dashboard_placeholder()
             node["kind"] = kind
             node["claim"] = self.arguments[0] if self.arguments else None
-            if kind == "claim-worlds" and node["claim"] not in claims.load_registry()[
-                    "claims"]:
-                raise self.error(f"claim-worlds needs a claim of book/claims.yml, "
-                                 f"got {node['claim']!r}")
+            group = {"claim-worlds": "claims", "check-worlds": "checks"}.get(kind)
+            if group and node["claim"] not in claims.load_registry()[group]:
+                raise self.error(f"{kind} needs one of the {group} of "
+                                 f"book/claims.yml, got {node['claim']!r}")
             return [node]
 
     return Computed
@@ -298,6 +342,8 @@ def resolve(app, doctree, docname):
             text = _summary(rows, registry, docname)
         elif kind == "claim-worlds":
             text = _claim_worlds(rows, registry, node["claim"])
+        elif kind == "check-worlds":
+            text = _check_worlds(registry, node["claim"], executed, current)
         else:
             text = _provenance(_provenance_rows(executed), current,
                                provenance.commit(), docname)
@@ -314,6 +360,7 @@ def setup(app):
     app.add_directive("claims-summary", _directive("summary"))
     app.add_directive("provenance-table", _directive("provenance"))
     app.add_directive("claim-worlds", _directive("claim-worlds"))
+    app.add_directive("check-worlds", _directive("check-worlds"))
     app.connect("doctree-resolved", resolve)
     app.connect("env-get-outdated", always_outdated)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -5,7 +5,8 @@ The theme's download menu offers the MyST source only. The executed notebook
 that myst-nb executed gets a link to ``_executed/<page>.ipynb``, and the build
 copies those files from ``jupyter_execute`` into the HTML output at the end,
 each with its ``.glue.json`` (the recorded values, which myst-nb keeps out of
-the notebook's outputs).
+the notebook's outputs), and each world run of the page (``NN.math.ipynb``, the
+same notebook executed in the math world) beside it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import shutil
 from pathlib import Path
 
 from docutils import nodes
+
+from dlmspec_min.plumbing import claims
 
 FOLDER = "_executed"
 
@@ -30,8 +33,13 @@ def add_link(app, doctree, docname):
     rerun = (", or rerun it with other parameters: <code>python -m "
              f"dlmspec_min.plumbing.run {docname}.md --help</code>"
              if docname.startswith("notebooks/") else "")
+    worlds = "".join(  # the page's world runs (dlmspec_min.plumbing.worldruns)
+        f' (and <a class="world-run" data-world="{w}" href="{up}{FOLDER}/{docname}.'
+        f'{w}.ipynb" download>as run in the {w} world</a>)'
+        for w in claims.WORLD_SUFFIXES
+        if (_executed(app) / f"{docname}.{w}.ipynb").exists())
     html = (f'<p class="executed-notebook"><a href="{href}" download>Download '
-            f"this page as an executed notebook (.ipynb)</a>{rerun}.</p>")
+            f"this page as an executed notebook (.ipynb)</a>{worlds}{rerun}.</p>")
     doctree.append(nodes.raw("", html, format="html"))
 
 

@@ -13,7 +13,11 @@ re-executes nothing.
 Then every notebook that Sphinx is about to read and that has no cache record
 is executed, one CPU thread each and several at a time
 (``dlmspec_min.plumbing.bookexec``; the option ``dlmspec_execution_jobs``, 0 for
-one per core), so that reading only renders.
+one per core), so that reading only renders. With them run the pages' world
+runs (``dlmspec_min.plumbing.worldruns``: each claim notebook again in every other
+world it has a profile for), written beside the pages' executed notebooks; a
+page whose world run executed is read again, so that its table of worlds shows
+the new values. A world run that fails is a warning (the book builds with -W).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from dlmspec_min.plumbing import bookexec, claims, provenance
+from dlmspec_min.plumbing import bookexec, claims, provenance, worldruns
 
 logger = logging.getLogger(__name__)
 
@@ -67,19 +71,17 @@ def stale_docs(app, env, added, changed, removed):
                     f"fingerprint than this build's ({current}) or ran notebooks "
                     f"that changed since; executing them "
                     f"again: {', '.join(sorted(docs))}")
-    execute_ahead(app, env, {*added, *changed, *docs}, previous)
+    docs |= execute_ahead(app, env, {*added, *changed, *docs}, previous)
     return sorted(docs)
 
 
-def execute_ahead(app, env, to_read, previous: dict[str, float]):
-    """Execute the notebooks among ``to_read`` that lack a cache record, several
-    at a time, into the cache myst-nb reads (``dlmspec_min.plumbing.bookexec``)."""
+def _notebooks(env, docs) -> dict:
+    """Source path -> notebook as myst-nb reads it, for the notebook pages among
+    ``docs``."""
     from myst_nb.core.read import create_nb_reader
 
-    if env.mystnb_config.execution_mode != "cache":
-        return
     notebooks = {}
-    for doc in sorted(to_read):
+    for doc in sorted(docs):
         path = Path(env.doc2path(doc))
         if not path.is_file():
             continue
@@ -88,20 +90,49 @@ def execute_ahead(app, env, to_read, previous: dict[str, float]):
         if reader is None:  # a plain Markdown page
             continue
         notebooks[str(path)] = reader.read(text)
-    if not notebooks:
-        return
+    return notebooks
+
+
+def execute_ahead(app, env, to_read, previous: dict[str, float]) -> set[str]:
+    """Execute the notebooks among ``to_read`` and every page's world runs that
+    lack a cache record, several at a time, into the cache myst-nb reads
+    (``dlmspec_min.plumbing.bookexec``); write the world runs beside the pages'
+    executed notebooks. Returns the pages whose world runs executed."""
+    if env.mystnb_config.execution_mode != "cache":
+        return set()
+    pages = _notebooks(env, env.found_docs)
+    notebooks = {p: nb for p, nb in pages.items() if env.path2doc(p) in to_read}
     try:
-        jobs = bookexec.jobs_from(app.config.dlmspec_execution_jobs, len(notebooks))
-    except ValueError as e:
-        raise ExtensionError(str(e)) from None
-    outcomes = bookexec.execute_missing(
-        cache_path(app), notebooks, jobs, env.mystnb_config.execution_timeout,
-        previous, log=logger.info)
+        runs = worldruns.world_runs(pages)
+    except ValueError as e:  # a profile the page's parameters refuse
+        raise ExtensionError(f"[worlds] {e}") from None
+    notebooks.update({r.key: r.notebook for r in runs if r.notebook is not None})
+    outcomes = []
+    if notebooks:
+        try:
+            jobs = bookexec.jobs_from(app.config.dlmspec_execution_jobs,
+                                      len(notebooks))
+        except ValueError as e:
+            raise ExtensionError(str(e)) from None
+        outcomes = bookexec.execute_missing(
+            cache_path(app), notebooks, jobs, env.mystnb_config.execution_timeout,
+            previous, log=logger.info)
     for o in outcomes:
-        if o.error is not None:
+        if o.error is None:
+            continue
+        if worldruns.SEPARATOR in o.path:  # myst-nb never reads a world run
+            logger.warning(f"[worlds] {o.path} failed: "
+                           f"{bookexec.last_line(o.error)}\n{o.error[-2000:]}")
+        else:
             logger.warning(f"[execute] {o.path} failed ahead of reading; myst-nb "
                            f"executes it again and reports the error:\n"
                            f"{o.error[-2000:]}")
+    executed = Path(app.outdir).parent / "jupyter_execute"
+    worldruns.write_executed(
+        cache_path(app), runs,
+        lambda p: executed / f"{env.path2doc(p)}.ipynb", log=logger.info)
+    ran = {o.path for o in outcomes if o.error is None}
+    return {env.path2doc(r.path) for r in runs if r.key in ran}
 
 
 def setup(app):

@@ -286,11 +286,33 @@ def dashboard_rows(executed_dir: Path = EXECUTED_DIR, registry: dict | None = No
                 row["verdict"] = STALE
                 if row["secondary"] is not None:
                     row["secondary"]["verdict"] = STALE
+            row["stale_worlds"] = add_world_runs(path, values, fingerprint)
         elif sec is not None:
             row["secondary"] = {"label": sec["label"], "verdict": NOT_REBUILT,
                                 "glued": None}
         rows.append(row)
     return rows
+
+
+def world_run_path(page_executed: Path, world: str) -> Path:
+    """The executed world run of a page (``worldruns``): ``NN.<world>.ipynb``."""
+    page_executed = Path(page_executed)
+    return page_executed.with_name(f"{page_executed.stem}.{world}.ipynb")
+
+
+def add_world_runs(path: Path, values: dict, fingerprint: str | None) -> list[str]:
+    """Add to a page's ``values`` each of its world runs' glue under the world's
+    suffix (``c2_alpha_sid_math``); returns the worlds whose run is stale."""
+    stale = []
+    for world, suffix in WORLD_SUFFIXES.items():
+        run = world_run_path(path, world)
+        if not suffix or not run.exists():
+            continue
+        glued = read_glued(run)
+        values.update({f"{k}{suffix}": v for k, v in glued.items()})
+        if fingerprint is not None and glued.get(FINGERPRINT_KEY) != fingerprint:
+            stale.append(world)
+    return stale
 
 
 def world_values(values: dict[str, Any], world: str) -> dict[str, Any]:
@@ -325,7 +347,8 @@ def world_cells(row: dict, registry: dict) -> dict[str, dict]:
             v = verdict(row["id"], wv, registry) if wv else NOT_MEASURED
         except KeyError:
             v = NOT_MEASURED
-        if row["verdict"] == STALE and v != NOT_MEASURED:
+        if v != NOT_MEASURED and (row["verdict"] == STALE
+                                  or world in row.get("stale_worlds", ())):
             v = STALE
         out[world] = {"verdict": v, "label": label, "value": wv.get(key)}
     return out

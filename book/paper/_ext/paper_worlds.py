@@ -1,5 +1,5 @@
 """Sphinx extension of the paper-scale book: the claim pages' ``{claim-worlds}``
-table belongs to the main book (its worlds, prose and math, measured by the
+table (and the trajectory page's ``{check-worlds}``) belongs to the main book (its worlds, prose and math, measured by the
 embedded models); here, where the profiles' models are the only world, it
 says so in one line instead."""
 
@@ -21,4 +21,5 @@ class ClaimWorlds(SphinxDirective):
 
 def setup(app):
     app.add_directive("claim-worlds", ClaimWorlds)
+    app.add_directive("check-worlds", ClaimWorlds)  # its argument: the check
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,135 @@
+"""The book measures every claim in each world (issue 26): a claim page executes
+in the prose world, and the build runs the same notebook a second time in every
+other world it has a profile for (``notebooks/profiles/<world>/<name>.yaml``).
+
+A world run is the page's notebook with that world's parameters injected after
+its ``parameters`` cell (papermill's ``parameterize_notebook``, what
+``python -m dlmspec_min.plumbing.run NN.md -p world math`` gives). The build
+executes it with the pages, in the same jupyter-cache (its key: the page's path,
+``#``, the world) and writes it beside the page's own executed notebook, as
+``jupyter_execute/notebooks/NN.<world>.ipynb``; ``claims.dashboard_rows`` reads
+its glue under the claim's keys with the world's suffix (``c2_alpha_sid_math``).
+
+A world whose models this build lacks (a ladder still training) is not run; the
+build says which, and the claim page says why the world is not measured.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from ..paths import models_dir
+from . import claims, params
+
+SEPARATOR = "#"  # a world run's cache key: "<notebook path>#<world>"
+
+
+@dataclass
+class WorldRun:
+    path: str  # the page's notebook
+    world: str
+    parameters: dict  # injected: those that differ from the page's defaults
+    notebook: nbformat.NotebookNode | None  # None when models are missing
+    missing: str  # the models this build lacks, in words ('' when none)
+
+    @property
+    def key(self) -> str:
+        return f"{self.path}{SEPARATOR}{self.world}"
+
+
+def models_missing(names) -> str:
+    """Which of the project's own models among ``names`` (``dlmspec/...``) this
+    build lacks, in words: 'dlmspec/math/large (not trained)', 'dlmspec/math/base
+    (still training)' for a folder with a checkpoint only; '' when none."""
+    out = []
+    for name in dict.fromkeys(names):
+        if not (isinstance(name, str) and name.startswith("dlmspec/")):
+            continue
+        folder = models_dir() / name.removeprefix("dlmspec/")
+        if not (folder / "config.json").exists():
+            state = ("still training" if (folder / "checkpoint.pt").exists()
+                     else "not trained")
+            out.append(f"{name} ({state})")
+    return ", ".join(out)
+
+
+def worlds_of(path: str | Path) -> list[str]:
+    """The worlds other than its default that a notebook has a profile for."""
+    from . import run
+
+    stem = Path(path).stem
+    return sorted(p.parent.name for p in run.PROFILES.glob(f"*/{stem}.yaml")
+                  if p.parent.name in params.WORLD_NAMES)
+
+
+def world_run(path: str | Path, notebook: nbformat.NotebookNode,
+              world: str) -> WorldRun:
+    """The run of ``notebook`` (read from ``path``) in ``world``: its parameters
+    (the world's profile, checked as ``run -p world <world>`` checks them) and the
+    parameterized notebook, or none when the models are missing."""
+    from papermill.parameterize import parameterize_notebook
+
+    from . import run
+
+    declared = run.declared_parameters(Path(path))
+    defaults = run.with_defaults(declared, {})
+    if world == defaults.get("world"):
+        raise ValueError(f"{path}: {world!r} is its own world, not another one")
+    values = run.gather(declared, pairs=[("world", world)], notebook=Path(path))
+    injected = {k: v for k, v in values.items() if v != defaults.get(k)}
+    missing = models_missing(values.get(name) for name in params.MODELS)
+    nb = None
+    if not missing:
+        nb = copy.deepcopy(notebook)
+        nb.metadata.setdefault("papermill", {})  # as papermill's reader leaves it
+        for cell in nb.cells:
+            cell.metadata.setdefault("tags", [])
+        nb = parameterize_notebook(nb, injected,
+                                   comment=f"Parameters: the {world} world's profile")
+    return WorldRun(str(path), world, injected, nb, missing)
+
+
+def world_runs(notebooks: dict[str, nbformat.NotebookNode]) -> list[WorldRun]:
+    """Every world run of these notebooks (path -> notebook as myst-nb reads it)."""
+    return [world_run(path, nb, world) for path, nb in notebooks.items()
+            for world in worlds_of(path) if world != params.WORLD_NAMES[0]]
+
+
+def write_executed(cache_path: Path, runs: list[WorldRun], executed_of:
+                   Callable[[str], Path | None],
+                   log: Callable[[str], None] = print) -> list[WorldRun]:
+    """Write each run's executed notebook from the cache beside its page's
+    (``executed_of(path)``: the page's executed .ipynb, None to skip); remove a
+    previous one where a run has no cache record (models missing, or it failed),
+    so that no page reads another build's numbers. Returns the runs written."""
+    from jupyter_cache import get_cache
+
+    cache = get_cache(str(cache_path))
+    written = []
+    for r in runs:
+        page = executed_of(r.path)
+        if page is None:
+            continue
+        out = claims.world_run_path(page, r.world)
+        record = None
+        if r.notebook is not None:
+            try:
+                record = cache.match_cache_notebook(r.notebook)
+            except KeyError:
+                record = None
+        if record is None:
+            out.unlink(missing_ok=True)
+            reason = (f"its models are missing: {r.missing}" if r.missing
+                      else "it did not run through")
+            log(f"[worlds] {Path(r.path).stem} in the {r.world} world: not "
+                f"measured in this build, {reason}")
+            continue
+        out.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(cache.get_cache_bundle(record.pk).nb, out)
+        written.append(r)
+    return written
