@@ -92,7 +92,7 @@ def test_c2_anchors_are_the_grammars_content_words(tiny_math_pair):
     assert r.values["c2_n_anchors"] == int(r.arrays["anchors"].sum())
 
 
-def test_c3_c4_run_in_the_math_world_and_c6_c8_are_refused(tiny_math_pair):
+def test_c3_c4_run_in_the_math_world_and_c8_is_refused(tiny_math_pair):
     tok = tiny_math_pair.tokenizer
     prompt = MATH.prompts(tok, 3)
     w3 = c3.measure(tiny_math_pair, prompt, gen_length=G, block_length=4,
@@ -104,15 +104,35 @@ def test_c3_c4_run_in_the_math_world_and_c6_c8_are_refused(tiny_math_pair):
                     K_sweep=[4], n_permutations=20, n_bootstrap=30, world=MATH)
     assert w4.values["c4_n_anchors"] >= 0
     with pytest.raises(ValueError, match="no prompts without context"):
-        c6.measure(tiny_math_pair, n_samples=2, prompt_length=train_math.PROMPT_LENGTH,
-                   gen_length=G, block_length=4, threshold=0.5, temperature=1.0, K=8,
-                   levels=1, n_train=16, n_bootstrap=50, seed=3, prompt_seed=0,
-                   n_codebooks=1, world=MATH)
-    with pytest.raises(ValueError, match="no prompts without context"):
         c8.measure(tiny_math_pair, n_samples=3, prompt_length=train_math.PROMPT_LENGTH,
                    n_side=3, gen_length=G, block_length=4, threshold=0.9,
                    thresholds=[1e-4], temperature=1.0, K=8, n_bins=2,
                    n_bootstrap=100, seed=0, world=MATH)
+
+
+def test_c6_measures_the_math_worlds_prompted_side_alone(tiny_math_pair):
+    """Every math decode answers a question: C6's prompted set is the held-out
+    questions, and there is no unconditional side to compare with."""
+    tok = tiny_math_pair.tokenizer
+    assert not MATH.context_free and PROSE.context_free
+    sets = c6.prompt_sets(tok, 3, train_math.PROMPT_LENGTH, 0, world=MATH)
+    assert list(sets) == [c6.PRO]
+    assert torch.equal(sets[c6.PRO], MATH.prompts(tok, 3))
+    m = c6.measure(tiny_math_pair, n_samples=3, prompt_length=train_math.PROMPT_LENGTH,
+                   gen_length=32, block_length=4, threshold=0.5, temperature=1.0, K=8,
+                   levels=1, n_train=16, n_bootstrap=50, seed=3, prompt_seed=0,
+                   n_codebooks=1, world=MATH)
+    assert list(m.figures) == [c6.PRO] and m.unconditional_as_claim() is None
+    v = m.values
+    assert not any(k.startswith("c6_uncond_") for k in v) and "c6_n_differ" not in v
+    assert v["c6_auc_words"] == c6.NO_UNC and v["c6_bar_words"].endswith("with prompts")
+    assert v["c6_prompt_length"] == train_math.PROMPT_LENGTH
+    # the rule reads only the prompted side, so it is computed here
+    from dlmspec_min.plumbing import claims
+
+    assert claims.verdict("C6", v, claims.load_registry()) in claims.VERDICTS
+    assert list(m.tables["side_by_side"].columns) == [c6.PRO]
+    assert "without" in c6.verdict_table(m, "p", "v", "v", "t").index[1]
 
 
 def test_the_math_world_s_answers_belong_to_its_prompts():

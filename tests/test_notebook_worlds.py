@@ -20,12 +20,13 @@ from dlmspec_min.worlds import MATH, WORLD_NAMES
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 WITH_WORLD = ["01_easy_first", "02_anchor_acceptance", "03_win_condition",
-              "04_cluster_verification", "05_bounded_quality", "07_strong_model",
-              "09_trajectory_speculation"]
-# 06 and 08 compare decodes without context and with it; the math world has no
-# context-free task (given no question its models write [EOS]), so they wait
-# for a math design of their own and take no world yet
-WITHOUT_WORLD = ["06_conditional", "08_information"]
+              "04_cluster_verification", "05_bounded_quality", "06_conditional",
+              "07_strong_model", "09_trajectory_speculation"]
+# 08 needs decodes without context beside those with it; the math world has no
+# context-free task (given no question its models write [EOS]), so it waits for
+# a math design of its own and takes no world yet. (06 measures its prompted
+# side alone there.)
+WITHOUT_WORLD = ["08_information"]
 
 
 def _nb(stem: str) -> Path:
@@ -108,6 +109,8 @@ def test_world_prose_given_explicitly_adds_nothing():
      "the math world's prompts are its held-out questions"),
     ("09_trajectory_speculation", [("world", "math"), ("prompt_length", "8")],
      "the math world's questions are 64 tokens long"),
+    ("06_conditional", [("world", "math"), ("prompt_length", "16")],
+     "the math world's questions are 64 tokens long"),
     ("03_win_condition", [("prompt_source", "questions")],
      "prompt_source='questions' is the math world's"),
     ("01_easy_first", [("world", "maths")], "must be one of prose, math"),
@@ -123,7 +126,7 @@ def test_a_model_or_prompt_of_the_other_world_is_one_line_and_exit_2(
 
 
 def test_a_notebook_without_a_world_refuses_one(no_execution, capsys):
-    assert run.main([str(_nb("06_conditional")), "-p", "world", "math"]) == 2
+    assert run.main([str(_nb("08_information")), "-p", "world", "math"]) == 2
     assert "unknown parameter 'world'" in capsys.readouterr().err
 
 
@@ -160,6 +163,8 @@ TINY = {
                                     n_permutations=50, n_bootstrap=50),
     "05_bounded_quality": dict(model=SMALL, n_samples=2, K=8, thresholds=[0.9],
                                n_bootstrap=50),
+    "06_conditional": dict(model=SMALL, n_samples=3, K=8, n_train=32, n_bootstrap=50,
+                           n_codebooks=1),
     "07_strong_model": dict(model=SMALL, large_model=SMALL, n_windows=4, n_positions=4,
                             batch_size=16, n_samples=3, n_tau=2, K=8, n_train=32,
                             n_bootstrap=50, n_codebooks=1),
@@ -205,3 +210,7 @@ def test_every_world_notebook_runs_in_the_math_world_at_a_tiny_size(
            if d["notebook"].endswith(stem + ".md")]
     for c in ids:  # the claim's verdict, from its rule on this world's values
         assert glued[f"{c.lower()}_verdict"] in claims.VERDICTS
+        assert glued[f"{c.lower()}_verdict"] == claims.verdict(c, glued, registry)
+    if stem == "06_conditional":  # the prompted side alone: nothing unconditional
+        assert "c6_alpha_sid" in glued and "c6_same_verdict" not in glued
+        assert not any(k.startswith("c6_uncond_") for k in glued)

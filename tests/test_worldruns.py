@@ -29,7 +29,7 @@ def _models_at(tmp_path, monkeypatch, trained=(), training=()):
 
 def test_which_worlds_a_notebook_runs_in_comes_from_its_profiles():
     assert worldruns.worlds_of(NB) == ["math"]
-    assert worldruns.worlds_of(REPO_ROOT / "notebooks" / "06_conditional.md") == []
+    assert worldruns.worlds_of(REPO_ROOT / "notebooks" / "08_information.md") == []
     # the paper-scale profiles are not a world of the book's
     assert (run.PROFILES / "paper" / "02_anchor_acceptance.yaml").exists()
 

@@ -24,6 +24,10 @@ from ..worlds import PROSE, World
 from .common import Measurement, Models
 
 UNC, PRO = "unconditional ([BOS])", "held-out text prompts"
+# the words a world without decodes free of context (math) puts where the page
+# compares the two prompt sets
+NO_UNC = ("not compared: this world has no decode without context (its models "
+          "answer questions)")
 COLORS = {UNC: "C0", PRO: "C1"}
 # the metrics of conditional.side_by_side the prose compares, with their glue names
 COMPARED = {
@@ -44,9 +48,12 @@ class ConditionalMeasurement(Measurement):
 
     figures: dict[str, conditional.KeyFigures] = field(default_factory=dict)
 
-    def unconditional_as_claim(self) -> dict[str, float]:
+    def unconditional_as_claim(self) -> dict[str, float] | None:
         """The unconditional figures under the claim's names (``c6_``), so the C6
-        rule can be applied to them as to the prompted ones."""
+        rule can be applied to them as to the prompted ones; None in a world
+        without decodes free of context."""
+        if UNC not in self.figures:
+            return None
         return conditional.claim_values(self.figures[UNC], "c6_")
 
 
@@ -56,9 +63,13 @@ class ConditionalMeasurement(Measurement):
 def prompt_sets(tokenizer, n_samples: int, prompt_length: int, prompt_seed: int,
                 device: str = "cpu", world: World = PROSE) -> dict:
     """``world``'s prompts without and with context, ``n_samples`` each (prose:
-    ``[BOS]`` alone and held-out Brown sentence beginnings; math: no question and
-    held-out questions; SPEC.md section 5, C6: prompts that are real text
-    prefixes [DERIVED])."""
+    ``[BOS]`` alone and held-out Brown sentence beginnings; SPEC.md section 5, C6:
+    prompts that are real text prefixes [DERIVED]). A world without decodes free
+    of context (``World.context_free`` False: math, whose every decode answers a
+    question) gives the prompted set alone: its held-out questions."""
+    if not world.context_free:
+        return {PRO: world.prompts(tokenizer, n_samples, seed=prompt_seed,
+                                   device=device)}
     without, with_context = world.prompt_pair(tokenizer, n_samples, prompt_length,
                                               seed=prompt_seed, device=device)
     return {UNC: without, PRO: with_context}
@@ -82,10 +93,12 @@ def interval_text(r) -> str:
 def shown_table(long: pd.DataFrame, diff: pd.DataFrame) -> pd.DataFrame:
     """The side-by-side table the page shows: one row per metric, one column per
     prompt set, and whether their 95 % intervals overlap."""
+    conds = [c for c in (UNC, PRO) if c in set(long["condition"])]
     shown = long.assign(text=long.apply(interval_text, axis=1)).pivot(
-        index="metric", columns="condition", values="text")[[UNC, PRO]]
-    shown["95 % intervals overlap"] = diff["overlap"].map(
-        {True: "yes", False: "no", None: "—"})
+        index="metric", columns="condition", values="text")[conds]
+    if diff is not None:  # None: one prompt set, nothing to compare
+        shown["95 % intervals overlap"] = diff["overlap"].map(
+            {True: "yes", False: "no", None: "—"})
     return shown.loc[long.metric.unique()]
 
 
@@ -110,10 +123,11 @@ def bar_position(f: conditional.KeyFigures) -> str:
 def reading(figs: dict) -> str:
     """The page's reading of where the draft stands against the bar alpha*."""
     reached = [k for k, f in figs.items() if f.alpha_hi >= f.alpha_star]
+    both = len(figs) > 1
     if not reached:
-        return ("In both prompt sets the draft stays below the bar alpha*: the prompt "
-                "gives the draft context, but not enough to guess the content anchors' "
-                "IDs.")
+        return (("In both prompt sets" if both else "With prompts") + " the draft "
+                "stays below the bar alpha*: the prompt gives the draft context, but "
+                "not enough to guess the content anchors' IDs.")
     slower = all(f.e2e["low"] > 1 for f in figs.values())
     few_accepted = all(f.e2e["accepted_share"] < 0.1 for f in figs.values())
     near_one = all(f.tau_hi < 1.5 for f in figs.values())
@@ -130,7 +144,8 @@ def reading(figs: dict) -> str:
     text += "Model A's asymptotic condition is then within reach on paper"
     if slower:
         text += (", yet SSLD end to end still spends more forwards than the "
-                 "accelerator it infills with, in both prompt sets: its verify pass "
+                 "accelerator it infills with" + (", in both prompt sets" if both
+                                                   else "") + ": its verify pass "
                  "compares each drafted ID with the target's all-masked first pass"
                  + (", and accepts almost none of them." if few_accepted else "."))
     else:
@@ -194,24 +209,33 @@ def figure_values(figs: dict, diff: pd.DataFrame, n_samples: int, gen_length: in
                   temperature: float) -> dict:
     """Every claim value the page records, under its glue name, in the page's order
     (the verdicts, which need the registry's rule, excepted)."""
-    f_unc, f_pro = figs[UNC], figs[PRO]
+    f_unc, f_pro = figs.get(UNC), figs[PRO]
     head = drafting.HeadDraft.name
-    v = conditional.claim_values(f_pro, "c6_") | conditional.claim_values(
-        f_unc, "c6_uncond_")
+    v = conditional.claim_values(f_pro, "c6_")
+    if f_unc is not None:
+        v |= conditional.claim_values(f_unc, "c6_uncond_")
     v |= {"c6_n_samples": n_samples, "c6_gen_length": gen_length,
           "c6_temperature": temperature, "c6_n_codebooks": len(f_pro.codebooks),
-          "c6_best_is_head": int(f_pro.best_draft == head),
-          "c6_uncond_best_is_head": int(f_unc.best_draft == head),
-          "c6_strongest": f_pro.strongest, "c6_uncond_strongest": f_unc.strongest,
-          "c6_best": f_pro.best_draft, "c6_uncond_best": f_unc.best_draft}
-    v |= {name: comparison_words(diff, metric) for name, metric in COMPARED.items()}
+          "c6_best_is_head": int(f_pro.best_draft == head)}
+    if f_unc is not None:
+        v["c6_uncond_best_is_head"] = int(f_unc.best_draft == head)
+    v |= {"c6_strongest": f_pro.strongest, "c6_best": f_pro.best_draft}
+    if f_unc is not None:
+        v |= {"c6_uncond_strongest": f_unc.strongest,
+              "c6_uncond_best": f_unc.best_draft}
+    v |= {name: NO_UNC if diff is None else comparison_words(diff, metric)
+          for name, metric in COMPARED.items()}
     v["c6_bound_words"] = "at least " if f_pro.shortfall.lower_bound else ""
-    v["c6_uncond_bound_words"] = "at least " if f_unc.shortfall.lower_bound else ""
-    v["c6_n_differ"] = int((diff["overlap"] == False).sum())  # noqa: E712
-    v["c6_n_compared"] = int(diff["overlap"].notna().sum())
     pos = {k: bar_position(f) for k, f in figs.items()}
-    v["c6_bar_words"] = (f"lies {pos[PRO]} in both prompt sets" if pos[PRO] == pos[UNC]
-                         else f"lies {pos[PRO]} with prompts and {pos[UNC]} without")
+    if f_unc is not None:
+        v["c6_uncond_bound_words"] = "at least " if f_unc.shortfall.lower_bound else ""
+        v["c6_n_differ"] = int((diff["overlap"] == False).sum())  # noqa: E712
+        v["c6_n_compared"] = int(diff["overlap"].notna().sum())
+        v["c6_bar_words"] = (
+            f"lies {pos[PRO]} in both prompt sets" if pos[PRO] == pos[UNC]
+            else f"lies {pos[PRO]} with prompts and {pos[UNC]} without")
+    else:
+        v["c6_bar_words"] = f"lies {pos[PRO]} with prompts"
     v["c6_reading"] = reading(figs)
     v["c6_bar_note"] = win_condition.bar_note(f_pro.alpha_lo, f_pro.alpha_hi,
                                               f_pro.tau_lo, f_pro.tau_hi)
@@ -245,7 +269,7 @@ def measure(
         e2e_infill=infill_accelerator(target), head_kw=head_kw)
         for name, prompt in prompts.items()}
     long = conditional.side_by_side(figs)
-    diff = conditional.differences(long, UNC, PRO)
+    diff = conditional.differences(long, UNC, PRO) if UNC in figs else None
     tables = {
         "prompts": pd.DataFrame({"prompt": _texts(tok, prompts[PRO][:4])}),
         "seconds": pd.DataFrame({k: f.seconds for k, f in figs.items()}).round(1)
@@ -257,7 +281,10 @@ def measure(
                                   names=["condition"]).round(3),
     }
     values = figure_values(figs, diff, n_samples, gen_length, temperature)
-    for prefix, f in (("c6_", figs[PRO]), ("c6_uncond_", figs[UNC])):  # beside the bars
+    for prefix, cond in (("c6_", PRO), ("c6_uncond_", UNC)):  # beside the bars
+        if cond not in figs:
+            continue
+        f = figs[cond]
         values |= {f"{prefix}{k}": x for k, x in regime.bar_split(
             f.runs[f.strongest], tok.eos_token_id, n_bootstrap, seed).items()}
     return ConditionalMeasurement(
@@ -282,10 +309,11 @@ def draw_side_by_side(m: ConditionalMeasurement):
     import matplotlib.pyplot as plt
 
     figs, long = m.figures, m.tables["long"]
+    conds = [c for c in (UNC, PRO) if c in figs]
     floor = 0.5 / max(min(f.n_anchors for f in figs.values()), 1)
     fig, axes = plt.subplots(1, len(PANELS), figsize=(15, 3.4))
     for ax, (metric, scale, ref_line, ylabel) in zip(axes, PANELS, strict=True):
-        d = long[long.metric == metric].set_index("condition").loc[[UNC, PRO]]
+        d = long[long.metric == metric].set_index("condition").loc[conds]
         for i, (cname, r) in enumerate(d.iterrows()):
             v, lo, hi = ((max(x, floor) for x in (r.value, r.low, r.high))
                          if scale == "log" else (r.value, r.low, r.high))
@@ -294,12 +322,13 @@ def draw_side_by_side(m: ConditionalMeasurement):
         if ref_line is not None:
             ax.axhline(ref_line, color="k", lw=0.8, ls="--")
         if metric.startswith("C2: alpha"):
-            for i, f in enumerate(figs.values()):
+            for i, f in enumerate(figs[c] for c in conds):
                 ax.hlines([0.1 * f.alpha_star, f.alpha_star], i - 0.3, i + 0.3,
                           color="C2", ls=[":", "-"])
         ax.set_yscale(scale)
-        ax.set_xticks([0, 1], ["[BOS]", "prompted"])
-        ax.set_xlim(-0.6, 1.6)
+        ax.set_xticks(range(len(conds)),
+                      [{UNC: "[BOS]", PRO: "prompted"}[c] for c in conds])
+        ax.set_xlim(-0.6, len(conds) - 0.4)
         ax.set_title(metric.split(": ", 1)[1], fontsize=10)
         ax.set_ylabel(ylabel)
     plt.tight_layout()
@@ -315,7 +344,7 @@ def draw_ecdf(m: ConditionalMeasurement):
     label = {CONTENT: "content", FUNCTION: "function", PUNCT: "glue (punctuation)"}
     g = sns.displot(order_tables(m.figures), x="r", hue="cls", col="condition",
                     kind="ecdf", hue_order=classes, height=3, aspect=1.2,
-                    col_order=[UNC, PRO])
+                    col_order=[c for c in (UNC, PRO) if c in m.figures])
     g.set_axis_labels("decode time r", "share committed by r")
     g.set_titles("{col_name}")
     g.legend.set_title("")
@@ -330,7 +359,8 @@ def verdict_table(m: ConditionalMeasurement, paper: str, verdict: str,
     f_pro = m.figures[PRO]
     return pd.DataFrame({
         "the paper": [paper + ": the failure persists with prompts", "—", "—", "—"],
-        "this build": [summary_line(f_pro), summary_line(m.figures[UNC]), verdict,
+        "this build": [summary_line(f_pro), summary_line(m.figures[UNC])
+                       if UNC in m.figures else NO_UNC, verdict,
                        f"{verdict_piece} (alpha_SID {f_pro.alpha_piece:.4f} "
                        f"[{f_pro.alpha_piece_lo:.4f}, {f_pro.alpha_piece_hi:.4f}])"],
     }, index=["with prompts (word anchors)", "without (same seed, same rule)",

@@ -288,18 +288,22 @@ MATH_PROMPT_LENGTH = 64  # training.train_math.PROMPT_LENGTH (tested equal)
 
 
 def _world_prompts(values):
-    """The math world's prompts are its questions, 64 tokens each; the other
-    worlds' are not."""
+    """The math world's prompts are its questions; the other worlds' are not."""
     world, source = values["world"], values["prompt_source"]
     if world == "math" and source != "questions":
         return (f"the math world's prompts are its held-out questions: prompt_source="
                 f"'questions', not {source!r}")
-    if world == "math" and values.get("prompt_length") != MATH_PROMPT_LENGTH:
-        return (f"the math world's questions are {MATH_PROMPT_LENGTH} tokens long "
-                f"(the layout its models were trained on): prompt_length="
-                f"{MATH_PROMPT_LENGTH}, not {values.get('prompt_length')}")
     if world != "math" and source == "questions":
         return "prompt_source='questions' is the math world's: add -p world math"
+    return None
+
+
+def _world_prompt_length(values):
+    """The math world's questions are 64 tokens each (its models' layout)."""
+    if values["world"] == "math" and values["prompt_length"] != MATH_PROMPT_LENGTH:
+        return (f"the math world's questions are {MATH_PROMPT_LENGTH} tokens long "
+                f"(the layout its models were trained on): prompt_length="
+                f"{MATH_PROMPT_LENGTH}, not {values['prompt_length']}")
     return None
 
 
@@ -352,6 +356,7 @@ RELATIONS: list[tuple[tuple[str, ...], Callable[[dict], str | None]]] = [
     (("gen_length",), _fits_context),
     (("world",), _world_models),
     (("world", "prompt_source"), _world_prompts),
+    (("world", "prompt_length"), _world_prompt_length),
     (("n_tau", "n_samples"), _n_tau),
     (("claims", "seeds", "sizes"), _seed_plan),
 ]

@@ -160,6 +160,7 @@ MATH = MathWorld(
     draft="dlmspec/math/small",
     target="dlmspec/math/base",
     strong="dlmspec/math/large",
+    context_free=False,  # its models answer questions; given none they write [EOS]
     decode=dict(gen_length=train_math.GEN_LENGTH, block_length=train_math.BLOCK_LENGTH,
                 threshold=train_math.THRESHOLD),
 )

@@ -17,6 +17,9 @@ class World:
     ``ladder``: model names, smallest first. ``draft``, ``target`` and ``strong``:
     the claims' default draft, target and strong model (C7). ``decode``: the
     world's default decode (``gen_length``, ``block_length``, ``threshold``).
+    ``context_free``: whether the world has decodes without context (prose: from
+    ``[BOS]`` alone); the math world's models answer questions, so every decode
+    there has one, and C6 measures its prompted side only.
 
     A world's *roles* (``roles()``) are a callable from a list of words to their
     classes (``measures.tagger``'s ``content``, ``function``, ``punct``); every
@@ -33,6 +36,7 @@ class World:
     strong: str
     decode: dict = field(default_factory=dict)
     tagger: Callable[[list[str]], list[str]] | None = None
+    context_free: bool = True
 
     def tokenizer(self):
         """The world's tokenizer (every model of its ladder shares it)."""

@@ -1,7 +1,7 @@
 """Sphinx extension of the paper-scale book: the claim pages' ``{claim-worlds}``
-table (and the trajectory page's ``{check-worlds}``) belongs to the main book (its worlds, prose and math, measured by the
-embedded models); here, where the profiles' models are the only world, it
-says so in one line instead."""
+table (and the trajectory page's ``{check-worlds}``) belongs to the main book
+(its worlds, prose and math, measured by the embedded models); here, where the
+profiles' models are the only world, it says so in one line instead."""
 
 from __future__ import annotations
 
