@@ -27,6 +27,9 @@ WITH_WORLD = ["01_easy_first", "02_anchor_acceptance", "03_win_condition",
 # a math design of its own and takes no world yet. (06 measures its prompted
 # side alone there.)
 WITHOUT_WORLD = ["08_information"]
+# the seed page reruns claims in the world it is given (their profiles beneath
+# its sizes)
+PAGES_WITH_WORLD = [*WITH_WORLD, "10_seeds"]
 
 
 def _nb(stem: str) -> Path:
@@ -47,7 +50,7 @@ def test_the_light_copies_of_the_worlds_facts_agree_with_the_worlds():
     assert all(name.startswith(params.WORLD_PREFIX) for name in MATH.ladder)
 
 
-@pytest.mark.parametrize("stem", WITH_WORLD)
+@pytest.mark.parametrize("stem", PAGES_WITH_WORLD)
 def test_a_claim_notebook_takes_a_world_with_prose_its_default(stem):
     declared = run.declared_parameters(_nb(stem))
     assert run.with_defaults(declared, {})["world"] == "prose"
@@ -78,7 +81,7 @@ def test_world_math_brings_the_math_profile_beneath_every_p(stem):
 
 def test_every_math_profile_belongs_to_a_notebook_that_takes_a_world():
     stems = sorted(p.stem for p in (NOTEBOOKS / "profiles" / "math").glob("*.yaml"))
-    assert stems == WITH_WORLD
+    assert stems == PAGES_WITH_WORLD
     for stem in stems:
         data = yaml.safe_load(run.world_profile(_nb(stem), "math").read_text())
         assert data["world"] == "math"

@@ -125,6 +125,29 @@ def test_sizes_are_checked_by_the_claim_notebook_runner():
         ("C2", 0, {"n_samples": 4, "seed": 0}), ("C2", 4, {"n_samples": 4, "seed": 4})]
 
 
+def test_in_the_math_world_each_run_takes_its_claims_math_profile():
+    """The seed page's world run: every claim notebook with its math profile
+    beneath the page's sizes and seed, each written under a name of its own."""
+    page = REPO_ROOT / "notebooks" / "10_seeds.md"
+    profile = run.parameters_in(run.world_profile(page, "math"))
+    plan = run.prepare_runs(profile["claims"], [0, 1], profile["sizes"], REGISTRY,
+                            world="math")
+    assert len(plan) == 2 * len(profile["claims"])
+    for c, s, notebook, values in plan:
+        math = run.parameters_in(run.world_profile(notebook, "math"))
+        assert values["world"] == "math" and values["seed"] == s
+        assert values["model"] == "dlmspec/math/base"
+        for k, v in math.items():  # the profile, the page's sizes on top
+            assert values[k] == profile["sizes"][c].get(k, v), (c, k)
+    assert (seeds.run_output(notebook, 1, "math").name
+            == f"{notebook.stem}.math.seed1.ipynb")
+    assert seeds.run_output(notebook, 1).name == f"{notebook.stem}.seed1.ipynb"
+    # prose: no world given, nothing of the profile
+    (_, _, _, values), = run.prepare_runs(["C2"], [0], {"C2": {"n_samples": 4}},
+                                          REGISTRY)
+    assert "world" not in values and "model" not in values
+
+
 def test_the_runner_checks_the_seed_pages_sizes_in_one_line():
     """``run.prepare`` of the seed page runs every claim's sizes through that
     claim's runner (``run.check_relations``); ``params.validate_all`` checks the

@@ -68,6 +68,11 @@ def test_a_world_whose_models_are_missing_is_not_run_and_says_why(tmp_path,
     r7 = worldruns.world_run(strong, jupytext.read(strong), "math")
     assert r7.missing == ("dlmspec/math/base (still training), "
                           "dlmspec/math/large (not trained)")
+    # a page that runs claim notebooks (the seed page) needs the world's own
+    # target and draft
+    seeds = REPO_ROOT / "notebooks" / "10_seeds.md"
+    r10 = worldruns.world_run(seeds, jupytext.read(seeds), "math")
+    assert r10.notebook is None and r10.missing == "dlmspec/math/base (still training)"
     assert worldruns.models_missing(["dlmspec/math/small", "/some/folder", None]) == ""
 
 
@@ -163,7 +168,7 @@ def test_a_checks_table_of_worlds_evaluates_each_worlds_own_rules(tmp_path,
         "notebook": "notebooks/09_trajectory_speculation.md",
         "rules": {"exact": "t_exact_match == 1"},
         "targets": {"fast": "t_speedup_vs_threshold >= 1.3"},
-        "figures": {"t_speedup_vs_threshold": "ratio", "t_exact_match": "exact"},
+        "world_figures": {"t_speedup_vs_threshold": "ratio", "t_exact_match": "exact"},
         "worlds": {"math": {"rules": {"exact": "t_exact_match == 1"},
                             "targets": {"fast_2x": "t_speedup_vs_threshold >= 2"}}}}}}
     executed = tmp_path / "exec"

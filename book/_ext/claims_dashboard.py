@@ -161,7 +161,7 @@ def _check_worlds(registry: dict, check_id: str, executed: Path,
             continue
         figures = "<br>".join(
             f"{html.escape(label)}: <b>{html.escape(claims.format_value(wv.get(k)))}"
-            "</b>" for k, label in (check.get("figures") or {}).items())
+            "</b>" for k, label in (check.get("world_figures") or {}).items())
         cells = []
         for kind in ("rules", "targets"):
             items = []

@@ -270,16 +270,21 @@ def prepare(notebook: Path, given: dict[str, object]) -> dict[str, object]:
     return values
 
 
-def prepare_runs(claim_ids: list, seeds: list, sizes: dict, registry: dict) -> list:
+def prepare_runs(claim_ids: list, seeds: list, sizes: dict, registry: dict,
+                 world: str | None = None) -> list:
     """Every run of the plan as (claim, seed, notebook path, checked parameters),
-    checked by the runner before any executes; one-line ``ValueError`` otherwise."""
+    checked by the runner before any executes; one-line ``ValueError`` otherwise.
+    ``world`` other than a notebook's default brings that world's profile beneath
+    the sizes, as ``-p world`` does (``gather``)."""
     check_plan(claim_ids, seeds, sizes, registry)
     plan = []
     for c in claim_ids:
         notebook = REPO_ROOT / registry["claims"][c]["notebook"]
         for s in seeds:
+            given = {**sizes[c], "seed": s, **({"world": world} if world else {})}
             try:
-                values = prepare(notebook, {**sizes[c], "seed": s})
+                values = gather(declared_parameters(notebook), pairs=given.items(),
+                                notebook=notebook)
             except ParameterError as e:
                 raise ValueError(f"sizes of {c} ({notebook.name}): {e}") from None
             plan.append((c, s, notebook, values))

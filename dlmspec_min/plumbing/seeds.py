@@ -119,6 +119,14 @@ def listing(seeds: list, verdicts: list[str]) -> str:
     return ", ".join(f"{v} (seed {s})" for s, v in zip(seeds, verdicts, strict=True))
 
 
+def run_output(notebook: Path, seed: int, world: str = "prose") -> Path:
+    """Where one run is executed: ``OUT_DIR/<notebook>.seed<s>.ipynb``, with the
+    world in the name outside prose (the book runs the page in both worlds at
+    once)."""
+    where = "" if world == "prose" else f".{world}"
+    return OUT_DIR / f"{Path(notebook).stem}{where}.seed{seed}.ipynb"
+
+
 def run_key(claim_id: str, seed: int, name: str) -> str:
     """The page's glue key for one run's value (e.g. ``seeds_C2_seed0_verdict``)."""
     return f"seeds_{claim_id}_seed{seed}_{name}"

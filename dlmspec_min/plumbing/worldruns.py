@@ -82,7 +82,13 @@ def world_run(path: str | Path, notebook: nbformat.NotebookNode,
         raise ValueError(f"{path}: {world!r} is its own world, not another one")
     values = run.gather(declared, pairs=[("world", world)], notebook=Path(path))
     injected = {k: v for k, v in values.items() if v != defaults.get(k)}
-    missing = models_missing(values.get(name) for name in params.MODELS)
+    named = [values.get(name) for name in params.MODELS if name in declared]
+    if not named:  # a page that runs claim notebooks (the seed page): the world's
+        from ..worlds import get_world  # own target and draft
+
+        w = get_world(world)
+        named = [w.target, w.draft]
+    missing = models_missing(named)
     nb = None
     if not missing:
         nb = copy.deepcopy(notebook)
