@@ -155,3 +155,10 @@ def test_the_book_s_cell_timeout_leaves_room_for_its_longest_cell_on_a_slow_mach
     seeds = bookexec.expected_seconds({"10": read_myst_markdown_notebook(
         (Path(__file__).parents[1] / "notebooks" / "10_seeds.md").read_text())})["10"]
     assert config["execute"]["timeout"] >= 3 * seeds
+
+
+def test_the_log_names_a_world_run_with_its_world():
+    assert bookexec.label("/r/notebooks/02_anchor_acceptance.md") == (
+        "02_anchor_acceptance")
+    assert (bookexec.label("/r/notebooks/02_anchor_acceptance.md#math")
+            == "02_anchor_acceptance#math")

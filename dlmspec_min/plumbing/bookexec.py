@@ -98,6 +98,13 @@ def last_line(error: str) -> str:
     return lines[-1].strip() if lines else "(no message)"
 
 
+def label(path: str) -> str:
+    """A notebook's name in the log: its stem, and a world run's world after '#'
+    (``worldruns``: '02_anchor_acceptance#math')."""
+    source, sep, world = path.partition("#")
+    return Path(source).stem + sep + world
+
+
 def order(paths: Iterable[str], previous: dict[str, float]) -> list[str]:
     """Longest first by the last run's seconds (or a page's ``expected_seconds``),
     so that no long notebook starts last; notebooks with neither go first, in
@@ -162,7 +169,7 @@ def execute_missing(cache_path: Path, notebooks: dict[str, nbformat.NotebookNode
     if not todo:
         return []
     log(f"[execute] {len(todo)} notebook(s), {jobs} at a time (one thread each): "
-        + ", ".join(Path(p).stem for p in todo))
+        + ", ".join(map(label, todo)))
     outcomes, t0 = [], time.perf_counter()
     with interrupts.installed(), ProcessPoolExecutor(
             max_workers=jobs, initializer=interrupts.install) as pool:
@@ -184,6 +191,6 @@ def execute_missing(cache_path: Path, notebooks: dict[str, nbformat.NotebookNode
             status = ("ok" if error is None else "FAILED (executed again while read): "
                       + last_line(error))
             elapsed = time.perf_counter() - t0
-            log(f"[execute] {Path(path).stem}: {seconds:.0f} s, {status} "
+            log(f"[execute] {label(path)}: {seconds:.0f} s, {status} "
                 f"({len(outcomes)}/{len(todo)}, {elapsed:.0f} s in all)")
     return outcomes
