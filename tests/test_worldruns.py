@@ -197,4 +197,6 @@ def test_a_checks_table_of_worlds_evaluates_each_worlds_own_rules(tmp_path,
     # the math world's own rules and targets, on its own values
     assert "exact: not met" in r["math"] and "fast_2x: met" in r["math"]
     assert "fast:" not in r["math"] and "ratio: <b>2.5</b>" in r["math"]
+    reg["checks"]["traj"]["world_figures"]["t_other"] = "never recorded"
+    assert "never recorded: <i>not measured</i>" in rows()["math"]
     assert ">stale<" in r["math"] and ">stale<" not in r["prose"]

@@ -159,9 +159,11 @@ def _check_worlds(registry: dict, check_id: str, executed: Path,
                        f"{_verdict_span(claims.NOT_MEASURED)}<br><small>{why}"
                        "</small></td></tr>")
             continue
-        figures = "<br>".join(
-            f"{html.escape(label)}: <b>{html.escape(claims.format_value(wv.get(k)))}"
-            "</b>" for k, label in (check.get("world_figures") or {}).items())
+        shown = {k: "<i>not measured</i>" if wv.get(k) is None else
+                 f"<b>{html.escape(claims.format_value(wv[k]))}</b>"
+                 for k in check.get("world_figures") or {}}
+        figures = "<br>".join(f"{html.escape(label)}: {shown[k]}" for k, label in
+                              (check.get("world_figures") or {}).items())
         cells = []
         for kind in ("rules", "targets"):
             items = []
