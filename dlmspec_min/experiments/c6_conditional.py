@@ -212,16 +212,15 @@ def figure_values(figs: dict, diff: pd.DataFrame, n_samples: int, gen_length: in
     f_unc, f_pro = figs.get(UNC), figs[PRO]
     head = drafting.HeadDraft.name
     v = conditional.claim_values(f_pro, "c6_")
-    if f_unc is not None:
+    if f_unc is not None:  # a world with decodes free of context (prose)
         v |= conditional.claim_values(f_unc, "c6_uncond_")
     v |= {"c6_n_samples": n_samples, "c6_gen_length": gen_length,
           "c6_temperature": temperature, "c6_n_codebooks": len(f_pro.codebooks),
-          "c6_best_is_head": int(f_pro.best_draft == head)}
+          "c6_best_is_head": int(f_pro.best_draft == head),
+          "c6_strongest": f_pro.strongest, "c6_best": f_pro.best_draft}
     if f_unc is not None:
-        v["c6_uncond_best_is_head"] = int(f_unc.best_draft == head)
-    v |= {"c6_strongest": f_pro.strongest, "c6_best": f_pro.best_draft}
-    if f_unc is not None:
-        v |= {"c6_uncond_strongest": f_unc.strongest,
+        v |= {"c6_uncond_best_is_head": int(f_unc.best_draft == head),
+              "c6_uncond_strongest": f_unc.strongest,
               "c6_uncond_best": f_unc.best_draft}
     v |= {name: NO_UNC if diff is None else comparison_words(diff, metric)
           for name, metric in COMPARED.items()}

@@ -43,6 +43,7 @@ from pathlib import Path
 import nbformat
 
 from . import interrupts
+from .worldruns import SEPARATOR  # a world run's key: '<path>#<world>'
 
 JOBS_ENV = "DLMSPEC_EXECUTION_JOBS"
 
@@ -101,7 +102,7 @@ def last_line(error: str) -> str:
 def label(path: str) -> str:
     """A notebook's name in the log: its stem, and a world run's world after '#'
     (``worldruns``: '02_anchor_acceptance#math')."""
-    source, sep, world = path.partition("#")
+    source, sep, world = path.partition(SEPARATOR)
     return Path(source).stem + sep + world
 
 
@@ -188,8 +189,9 @@ def execute_missing(cache_path: Path, notebooks: dict[str, nbformat.NotebookNode
                                       data={"execution_seconds": seconds}),
                         check_validity=False, overwrite=True)
             outcomes.append(Outcome(path, seconds, error))
-            again = "" if "#" in path else " (executed again while read)"  # a world
-            status = ("ok" if error is None  # run is never read by myst-nb
+            # myst-nb reads (and so executes again) a page, never a world run
+            again = "" if SEPARATOR in path else " (executed again while read)"
+            status = ("ok" if error is None
                       else f"FAILED{again}: " + last_line(error))
             elapsed = time.perf_counter() - t0
             log(f"[execute] {label(path)}: {seconds:.0f} s, {status} "

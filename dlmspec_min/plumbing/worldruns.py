@@ -59,12 +59,13 @@ def models_missing(names) -> str:
 
 
 def worlds_of(path: str | Path) -> list[str]:
-    """The worlds other than its default that a notebook has a profile for."""
+    """The worlds other than the default (prose) that a notebook has a profile
+    for (the paper-scale profiles are no world of the book's)."""
     from . import run
 
     stem = Path(path).stem
     return sorted(p.parent.name for p in run.PROFILES.glob(f"*/{stem}.yaml")
-                  if p.parent.name in params.WORLD_NAMES)
+                  if p.parent.name in params.WORLD_NAMES[1:])
 
 
 def world_run(path: str | Path, notebook: nbformat.NotebookNode,
@@ -103,7 +104,7 @@ def world_run(path: str | Path, notebook: nbformat.NotebookNode,
 def world_runs(notebooks: dict[str, nbformat.NotebookNode]) -> list[WorldRun]:
     """Every world run of these notebooks (path -> notebook as myst-nb reads it)."""
     return [world_run(path, nb, world) for path, nb in notebooks.items()
-            for world in worlds_of(path) if world != params.WORLD_NAMES[0]]
+            for world in worlds_of(path)]
 
 
 def write_executed(cache_path: Path, runs: list[WorldRun], executed_of:
