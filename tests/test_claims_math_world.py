@@ -16,6 +16,7 @@ from dlmspec_min.experiments import c5_bounded_quality as c5
 from dlmspec_min.experiments import c6_conditional as c6
 from dlmspec_min.experiments import c7_strong_model as c7
 from dlmspec_min.experiments import c8_information as c8
+from dlmspec_min.measures import order
 from dlmspec_min.training import problems as P
 from dlmspec_min.training import train_math
 from dlmspec_min.worlds import MATH, PROSE
@@ -63,7 +64,7 @@ def _anchors_are_content(tok, rows, anchors):
                                                          strict=True) if hit)
 
 
-C1 = dict(n_samples=8, gen_length=16, block_length=4, temperature=1.0, threshold=0.9,
+C1 = dict(n_samples=8, gen_length=20, block_length=10, temperature=1.0, threshold=0.9,
           thresholds=[0.1], n_bootstrap=30, seed=1)
 
 
@@ -72,6 +73,34 @@ def test_c1_orders_the_math_decodes_of_held_out_questions(tiny_math_pair, tiny_p
     assert torch.equal(r.arrays["prompt"], MATH.prompts(tiny_math_pair.tokenizer, 8,
                                                         seed=1))
     _same_keys(r, c1.measure(tiny_pair, **C1))
+
+
+def test_c1_orders_math_decodes_inside_the_worlds_blocks(tiny_math_pair):
+    """In the math world (``order_in_blocks``) every C1 decoder runs in the page's
+    blocks and its decode time counts inside each block; a greedy decoder that
+    repeats another (the blocked row) shares its result; blocks shorter than a
+    decile of decode order are refused."""
+    sizes = {**C1, "gen_length": 20, "block_length": 10, "temperature": 0.0}
+    r = c1.measure(tiny_math_pair, world=MATH, **sizes)
+    blocked = c1.blocked_name(10)
+    assert r.arrays["results"][blocked] is r.arrays["results"][c1.PRIMARY]
+    assert r.values["c1_order_unit"].startswith("in blocks of 10 tokens")
+    for name, res in r.arrays["results"].items():
+        steps = res.commit_step
+        assert (steps[:, :10].amax(1) < steps[:, 10:].amin(1)).all(), name
+        t = r.arrays["tokens"][name]
+        assert t.r.between(0, 1).all() and (t.step <= t.n_steps).all(), name
+        assert (t.r == order.within_block_time(
+            t.assign(step=t.step_global), 10)).all(), name
+    prim = r.arrays["tokens"][c1.PRIMARY]
+    assert (prim.n_steps == 10).all()  # one token per step, ten per block
+    assert r.values["c1_auc"] == r.values["c1_blocked_auc_within"]
+    with pytest.raises(ValueError, match="block_length must be at least 10"):
+        c1.measure(tiny_math_pair, world=MATH, **{**sizes, "block_length": 8})
+    prose = c1.decoders(16, 8, 1.0, 0.9, [0.1])
+    assert prose[c1.PRIMARY].block_length == 16  # prose: one block, unchanged
+    assert c1.decoders(20, 10, 1.0, 0.9, [0.1], in_blocks=True)[
+        "threshold 0.1"].block_length == 10
 
 
 C2 = dict(n_samples=3, gen_length=G, block_length=4, threshold=0.9, temperature=1.0,
@@ -119,7 +148,7 @@ def test_c6_measures_the_math_worlds_prompted_side_alone(tiny_math_pair):
     assert list(sets) == [c6.PRO]
     assert torch.equal(sets[c6.PRO], MATH.prompts(tok, 3))
     m = c6.measure(tiny_math_pair, n_samples=3, prompt_length=train_math.PROMPT_LENGTH,
-                   gen_length=32, block_length=4, threshold=0.5, temperature=1.0, K=8,
+                   gen_length=32, block_length=16, threshold=0.5, temperature=1.0, K=8,
                    levels=1, n_train=16, n_bootstrap=50, seed=3, prompt_seed=0,
                    n_codebooks=1, world=MATH)
     assert list(m.figures) == [c6.PRO] and m.unconditional_as_claim() is None

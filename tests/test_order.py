@@ -211,6 +211,32 @@ def test_within_block_time():
     assert r.tolist() == [0.5, 0.0, 1.0, 0.0, 1.0, 0.5]
 
 
+def test_block_times_count_the_decode_inside_each_block():
+    # two rows, blocks of 3: row 0's blocks take steps 1-3 and 4-6, row 1's
+    # first block one step (all three at once), its second two
+    t = pd.DataFrame(dict(seq=[0] * 6 + [1] * 6, pos=list(range(6)) * 2,
+                          step=[2, 1, 3, 4, 6, 5, 1, 1, 1, 3, 2, 2],
+                          n_steps=[6] * 6 + [3] * 6))
+    t["r"] = (t.step - 1) / (t.n_steps - 1)
+    b = order.block_times(t, 3)
+    assert b.step.tolist() == [2, 1, 3, 1, 3, 2, 1, 1, 1, 2, 1, 1]
+    assert b.n_steps.tolist() == [3] * 6 + [1] * 3 + [2] * 3
+    assert b.r.tolist() == [0.5, 0.0, 1.0, 0.0, 1.0, 0.5, 0, 0, 0, 1.0, 0, 0]
+    assert b.r.tolist() == order.within_block_time(t, 3).tolist()
+    assert b.block.tolist() == [0, 0, 0, 1, 1, 1] * 2
+    assert (b.step_global.tolist(), b.r_global.tolist()) == (t.step.tolist(),
+                                                             t.r.tolist())
+    assert order.order_bins(b, 3).tolist() == [1, 0, 2, 0, 2, 1, 0, 0, 0, 1, 0, 0]
+    assert order.step_keys(b) == ["seq", "block", "step"]
+    assert order.step_keys(t) == ["seq", "step"]
+    assert "block" not in t  # the input is left as it was
+    interleaved = t.assign(step=[1, 3, 5, 2, 4, 6] + [1, 1, 1, 3, 2, 2])
+    with pytest.raises(ValueError, match="one after the other"):
+        order.block_times(interleaved, 3)
+    with pytest.raises(ValueError, match="block_length"):
+        order.block_times(t, 0)
+
+
 def test_step_size_bins_and_shares():
     labels = order.step_size_bin([1, 2, 3, 4, 5, 8, 9, 16, 17, 40])
     assert list(labels.astype(str)) == ["1", "2", "3-4", "3-4", "5-8", "5-8", "9-16",

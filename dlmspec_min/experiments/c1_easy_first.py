@@ -52,41 +52,61 @@ def threshold_names(threshold: float, thresholds) -> dict[float, str]:
 
 
 def decoders(gen_length: int, block_length: int, temperature: float, threshold: float,
-             thresholds) -> dict[str, DecodeConfig]:
+             thresholds, in_blocks: bool = False) -> dict[str, DecodeConfig]:
     """The page's decoders, in decode order (each decoder is one random stream).
 
     Confidence order in one block (the claim), random remasking (the control),
     LLaDA's semi-autoregressive blocks, and Fast-dLLM's threshold rule at each
-    threshold in one block.
+    threshold in one block. ``in_blocks`` (a world whose ``order_in_blocks``):
+    every decoder runs in blocks of ``block_length``, which must then hold at
+    least one token per decile of decode order.
     """
+    if in_blocks and block_length < order.N_BINS:
+        raise ValueError(
+            f"block_length must be at least {order.N_BINS} when the order is "
+            f"measured inside blocks (one token per decile), got {block_length}")
+    whole = block_length if in_blocks else None
     out = {
-        PRIMARY: order.one_token_per_step(gen_length, temperature=temperature),
-        RANDOM: order.one_token_per_step(gen_length, remasking="random",
+        PRIMARY: order.one_token_per_step(gen_length, whole, temperature=temperature),
+        RANDOM: order.one_token_per_step(gen_length, whole, remasking="random",
                                          temperature=temperature),
         blocked_name(block_length): order.one_token_per_step(
             gen_length, block_length, temperature=temperature),
     }
     for v, name in threshold_names(threshold, thresholds).items():
-        out[name] = DecodeConfig(gen_length=gen_length, rule="threshold", threshold=v,
-                                 temperature=temperature)
+        out[name] = DecodeConfig(gen_length=gen_length, block_length=whole,
+                                 rule="threshold", threshold=v, temperature=temperature)
     return out
 
 
 def decode_all(denoiser, tokenizer, prompt, configs: dict[str, DecodeConfig], *,
-               seed: int, lexicon, counts, device="cpu"):
+               seed: int, lexicon, counts, device="cpu",
+               block_length: int | None = None):
     """Decode ``prompt`` with every decoder, each from its own seeded row streams.
 
     Returns (results, token tables, seconds), each keyed by decoder name; the
-    token table has one row per generated token (``order.token_table``).
+    token table has one row per generated token (``order.token_table``), its
+    decode time counted inside blocks of ``block_length`` when given
+    (``order.block_times``). A greedy decoder whose configuration repeats an
+    earlier one's is not decoded again (greedy decodes do not draw from the
+    streams): it shares that result, and its seconds are the earlier ones.
     """
     results, tables, seconds = {}, {}, {}
     n = prompt.shape[0]
     for stream, (name, cfg) in enumerate(configs.items()):
+        same = next((k for k in results if cfg.temperature == 0 and configs[k] == cfg),
+                    None)
+        if same is not None:
+            results[name], tables[name] = results[same], tables[same].copy()
+            seconds[name] = seconds[same]
+            continue
         t0 = time.perf_counter()
         gens = order.row_generators(seed, n, device=device, stream=stream)
         results[name] = generate(denoiser, prompt, cfg, generator=gens)
         seconds[name] = time.perf_counter() - t0
         tables[name] = order.token_table(results[name], tokenizer, lexicon, counts)
+        if block_length is not None:
+            tables[name] = order.block_times(tables[name], block_length)
     return results, tables, seconds
 
 
@@ -104,13 +124,18 @@ def sample_rows(results, tables, tokenizer, n: int = 3) -> pd.DataFrame:
 
 def order_summaries(tables, block_length: int, *, n_bootstrap: int, seed: int) -> dict:
     """``order.class_order`` of every decoder, plus the blocked decoder's order
-    measured by the time within its block (``r_block``, added to its table)."""
+    measured by the time within its block (``r_block``, added to its table); the
+    blocked decoder's own row is by the time over the whole decode (``r_global``
+    where the tables count time inside blocks, ``order.block_times``)."""
     blocked = blocked_name(block_length)
-    tables[blocked]["r_block"] = order.within_block_time(tables[blocked], block_length)
-    rows = {name: order.class_order(t, n_boot=n_bootstrap, seed=seed)
-            for name, t in tables.items()}
+    t = tables[blocked]
+    t["r_block"] = order.within_block_time(t, block_length)
+    rows = {name: order.class_order(table, n_boot=n_bootstrap, seed=seed)
+            for name, table in tables.items()}
+    rows[blocked] = order.class_order(t, time="r_global" if "r_global" in t else "r",
+                                      n_boot=n_bootstrap, seed=seed)
     rows[f"{blocked} (time within block)"] = order.class_order(
-        tables[blocked], time="r_block", n_boot=n_bootstrap, seed=seed)
+        t, time="r_block", n_boot=n_bootstrap, seed=seed)
     return rows
 
 
@@ -250,10 +275,13 @@ def measure(models: Models, *, n_samples: int = 24, gen_length: int = 32,
     counts = world.token_counts(tokenizer, vocab_size=target.vocab_size)
     prompt = world.prompts(tokenizer, n_samples, seed=seed, device=device)
     thr = threshold_names(threshold, thresholds)
+    in_blocks = world.order_in_blocks
     results, tokens, seconds = decode_all(
         target, tokenizer, prompt,
-        decoders(gen_length, block_length, temperature, threshold, thresholds),
-        seed=seed, lexicon=lexicon, counts=counts, device=device)
+        decoders(gen_length, block_length, temperature, threshold, thresholds,
+                 in_blocks=in_blocks),
+        seed=seed, lexicon=lexicon, counts=counts, device=device,
+        block_length=block_length if in_blocks else None)
     tables = {"decoders": pd.DataFrame({
         "forwards per sample": {k: r.nfe.float().mean().item()
                                 for k, r in results.items()},
@@ -265,7 +293,10 @@ def measure(models: Models, *, n_samples: int = 24, gen_length: int = 32,
     tables["summary"] = summary_table(rows)
     values = order_values(rows, block_length)
     values.update(c1_n_samples=n_samples, c1_block_length=block_length,
-                  c1_gen_length=gen_length, c1_temperature=temperature)
+                  c1_gen_length=gen_length, c1_temperature=temperature,
+                  c1_order_unit=(f"in blocks of {block_length} tokens, its decode "
+                                 "time counted inside each block" if in_blocks
+                                 else "in one block over the whole generation"))
     deciles = decile_shares(tokens, **boot)
     by_decile = content_by_decile(deciles)
     tables["content_by_decile"] = by_decile.round(3)
@@ -354,7 +385,8 @@ def draw_threshold(m: Measurement):
                         lw=0.8)
         ax.set_xticks(x, [str(s) for s in labels])
         ax.set(title=f"threshold {v:g}", xlabel="tokens committed by the step")
-        steps_t = m.arrays["tokens"][name].groupby(["seq", "step"]).agg(
+        steps_t = m.arrays["tokens"][name].groupby(
+            order.step_keys(m.arrays["tokens"][name])).agg(
             size=("step_size", "first"), r=("r", "first"))
         axes[1, j].scatter(steps_t.r, steps_t["size"], s=8, alpha=0.35, color="0.3")
         axes[1, j].set(xlabel="decode time r of the step", xlim=(-0.05, 1.05))

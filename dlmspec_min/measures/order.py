@@ -267,17 +267,56 @@ def token_table(
     return table
 
 
+def _block_span(table: pd.DataFrame, block_length: int):
+    """(block, first step, last step) of each token's block, ``pos // block_length``."""
+    if not isinstance(block_length, int) or block_length < 1:
+        raise ValueError(f"block_length must be an integer >= 1, got {block_length!r}")
+    block = table["pos"] // block_length
+    g = table.groupby([table["seq"], block])["step"]
+    return block, g.transform("min"), g.transform("max")
+
+
 def within_block_time(table: pd.DataFrame, block_length: int) -> pd.Series:
     """Decode time inside each block: (step - block's first) / (block's last - first).
 
     Blocks are ``pos // block_length``; a block decoded in one step gets 0.
     """
-    if not isinstance(block_length, int) or block_length < 1:
-        raise ValueError(f"block_length must be an integer >= 1, got {block_length!r}")
-    block = table["pos"] // block_length
-    g = table.groupby([table["seq"], block])["step"]
-    first, last = g.transform("min"), g.transform("max")
+    _, first, last = _block_span(table, block_length)
     return ((table["step"] - first) / (last - first).clip(lower=1)).astype(float)
+
+
+def block_times(table: pd.DataFrame, block_length: int) -> pd.DataFrame:
+    """``table`` with decode order counted inside each block of a blocked decode.
+
+    Semi-autoregressive blocks decode left to right, so a token's step over the
+    whole decode says mostly which block it is in. Here ``step`` becomes the step
+    within its block (1 = the block's first), ``n_steps`` the block's steps and
+    ``r`` the time within the block (``within_block_time``), so that every
+    measure of this module (``class_order``, ``order_bins``, ``order_regression``,
+    the step sizes) compares tokens by when their own block committed them. The
+    whole-decode values stay as ``step_global``, ``n_steps_global`` and
+    ``r_global``; ``block`` is the block's index. The blocks must be decoded one
+    after the other (each block's steps after the previous block's last).
+    """
+    block, first, last = _block_span(table, block_length)
+    spans = (pd.DataFrame({"seq": table["seq"], "block": block, "first": first,
+                           "last": last}).drop_duplicates()
+             .sort_values(["seq", "block"]))
+    seq, first_, last_ = (spans[c].to_numpy() for c in ("seq", "first", "last"))
+    if ((seq[1:] == seq[:-1]) & (first_[1:] <= last_[:-1])).any():
+        raise ValueError("the blocks were not decoded one after the other")
+    out = table.assign(block=block, step_global=table["step"],
+                       n_steps_global=table["n_steps"], r_global=table["r"])
+    out["step"] = table["step"] - first + 1
+    out["n_steps"] = last - first + 1
+    out["r"] = within_block_time(table, block_length)
+    return out
+
+
+def step_keys(table: pd.DataFrame) -> list[str]:
+    """The columns that name one decode step of a table (``block_times`` counts
+    steps within blocks, so there a step is also named by its block)."""
+    return ["seq", "block", "step"] if "block" in table else ["seq", "step"]
 
 
 # --- content vs function -------------------------------------------------------------
@@ -434,7 +473,7 @@ def step_size_shares(
     out = grouped_shares(table, size.cat.codes, n_boot, seed)
     labels = size.cat.categories
     codes = size.cat.codes
-    steps = (table.assign(group=codes)[["group", "seq", "step"]].drop_duplicates()
+    steps = (table.assign(group=codes)[["group", *step_keys(table)]].drop_duplicates()
              .groupby("group").size())
     mean_r = table.groupby(codes)["r"].mean()
     out["n_steps_in_bin"] = out["group"].map(steps).astype(int)

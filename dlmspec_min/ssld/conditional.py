@@ -9,8 +9,10 @@ sets side by side on the same seed: ``order.unconditional_prompt`` ([BOS]) and
 held-out Brown prefixes (``order.held_out_prompts``).
 
 - C1 (``order``): one token per step in confidence order, one block spanning
-  the generation; AUC P(r_content > r_function) with its Mann-Whitney p and a
-  percentile bootstrap CI over sequences (``order.class_order``).
+  the generation (in a world whose ``order_in_blocks``, the page's blocks, the
+  time counted inside each: ``order.block_times``); AUC P(r_content >
+  r_function) with its Mann-Whitney p and a percentile bootstrap CI over
+  sequences (``order.class_order``).
 - tau_acc (``accelerators.accelerator_table``,
   ``accelerators.strongest_accelerator``): tokens per NFE of every decoder of
   ``accelerators.accelerators`` (threshold, + dual cache, trajectory
@@ -142,10 +144,14 @@ def key_figures(
 
     seconds = {}
     t0 = time.perf_counter()
-    one_per_step = order.one_token_per_step(G, temperature=temperature)
+    in_blocks = world.order_in_blocks  # C1's decode as the world's C1 page runs it
+    one_per_step = order.one_token_per_step(
+        G, block_length if in_blocks else None, temperature=temperature)
     res1 = generate(target, prompt, one_per_step, gens())
     lexicon = world.roles()
     table1 = order.token_table(res1, tokenizer, lexicon, counts)
+    if in_blocks:
+        table1 = order.block_times(table1, block_length)
     c1 = order.class_order(table1, n_boot=n_boot, seed=seed)
     seconds["C1: one token per step"] = time.perf_counter() - t0
 

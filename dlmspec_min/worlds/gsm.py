@@ -161,6 +161,7 @@ MATH = MathWorld(
     target="dlmspec/math/base",
     strong="dlmspec/math/large",
     context_free=False,  # its models answer questions; given none they write [EOS]
+    order_in_blocks=True,  # one 96-token block commits the [EOS] tail first
     decode=dict(gen_length=train_math.GEN_LENGTH, block_length=train_math.BLOCK_LENGTH,
                 threshold=train_math.THRESHOLD),
 )

@@ -19,7 +19,13 @@ class World:
     world's default decode (``gen_length``, ``block_length``, ``threshold``).
     ``context_free``: whether the world has decodes without context (prose: from
     ``[BOS]`` alone); the math world's models answer questions, so every decode
-    there has one, and C6 measures its prompted side only.
+    there has one, and C6 measures its prompted side only. ``order_in_blocks``:
+    whether C1's order decodes (confidence, random, threshold) run in the
+    ``block_length`` blocks of the page, their decode time counted inside each
+    block (``order.block_times``), instead of in one block over the whole
+    generation: in the math world a single 96-token block commits the learned
+    ``[EOS]`` tail first and leaves a few words of text (decided 2026-12-03,
+    ``book/claims.yml``).
 
     A world's *roles* (``roles()``) are a callable from a list of words to their
     classes (``measures.tagger``'s ``content``, ``function``, ``punct``); every
@@ -37,6 +43,7 @@ class World:
     decode: dict = field(default_factory=dict)
     tagger: Callable[[list[str]], list[str]] | None = None
     context_free: bool = True
+    order_in_blocks: bool = False
 
     def tokenizer(self):
         """The world's tokenizer (every model of its ladder shares it)."""
