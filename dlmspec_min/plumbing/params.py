@@ -350,11 +350,13 @@ def _seed_plan(values):
 
 # Constraints between parameters: (names involved, check). A check runs when a
 # notebook has every name it involves, after each value passed its own rule.
+# A model of the other world is named before any check that reads the models'
+# configurations (a draft of the other world also has the other vocabulary).
 RELATIONS: list[tuple[tuple[str, ...], Callable[[dict], str | None]]] = [
     (("gen_length", "block_length"), _divides),
+    (("world",), _world_models),
     (("draft",), _draft_vocabulary),
     (("gen_length",), _fits_context),
-    (("world",), _world_models),
     (("world", "prompt_source"), _world_prompts),
     (("world", "prompt_length"), _world_prompt_length),
     (("n_tau", "n_samples"), _n_tau),
