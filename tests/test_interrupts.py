@@ -15,15 +15,17 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import time
 import uuid
+from contextlib import closing
 from pathlib import Path
 
 import pytest
-from jupyter_cache import get_cache
+from jupyter_cache.cache.db import DB_NAME
 from test_provenance import CONFIG, PROBE, _copy_package
 
 from dlmspec_min.plumbing import interrupts
@@ -133,14 +135,18 @@ def make_book(clone: Path, env: dict, log: Path, **kw) -> subprocess.Popen:
 
 
 def cached_pages(clone: Path) -> list[str]:
-    cache = clone / "_build" / ".jupyter_cache"
-    if not cache.exists():
+    """The pages the build's jupyter-cache holds, read without writing: opening it
+    with ``get_cache`` would create the database (and its tables) while the build
+    creates them too, and the build then fails on a table that exists."""
+    db = clone / "_build" / ".jupyter_cache" / DB_NAME
+    if not db.exists():
         return []
     try:
-        records = get_cache(str(cache)).list_cache_records()
-    except RuntimeError:  # the build is creating the database: no table yet
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            uris = [row[0] for row in con.execute("SELECT uri FROM nbcache")]
+    except sqlite3.OperationalError:  # the build is creating it: no table yet
         return []
-    return sorted(Path(r.uri).stem for r in records)
+    return sorted(Path(u).stem for u in uris)
 
 
 def running(proc: subprocess.Popen, log: Path, condition):
