@@ -3,7 +3,8 @@ sizes, with the committed ``math/small`` as the target (random weights would wri
 no function word) and a tiny random draft with the math tokenizer: the same glue
 names as in prose, the world's held-out questions as prompts, and anchors only
 where the grammar's roles say content (numbers, names, objects). C6 and C8, which
-need prompts without context, are refused there with the reason."""
+compare decodes with and without context, measure the math world's prompted side
+alone (its models answer questions)."""
 
 import pytest
 import torch
@@ -121,7 +122,7 @@ def test_c2_anchors_are_the_grammars_content_words(tiny_math_pair):
     assert r.values["c2_n_anchors"] == int(r.arrays["anchors"].sum())
 
 
-def test_c3_c4_run_in_the_math_world_and_c8_is_refused(tiny_math_pair):
+def test_c3_c4_run_in_the_math_world(tiny_math_pair):
     tok = tiny_math_pair.tokenizer
     prompt = MATH.prompts(tok, 3)
     w3 = c3.measure(tiny_math_pair, prompt, gen_length=G, block_length=4,
@@ -132,11 +133,33 @@ def test_c3_c4_run_in_the_math_world_and_c8_is_refused(tiny_math_pair):
     w4 = c4.measure(tiny_math_pair, n_samples=3, gen_length=G, block_length=4, K=8,
                     K_sweep=[4], n_permutations=20, n_bootstrap=30, world=MATH)
     assert w4.values["c4_n_anchors"] >= 0
-    with pytest.raises(ValueError, match="no prompts without context"):
-        c8.measure(tiny_math_pair, n_samples=3, prompt_length=train_math.PROMPT_LENGTH,
-                   n_side=3, gen_length=G, block_length=4, threshold=0.9,
+
+
+def test_c8_measures_the_math_world_on_its_questions(tiny_math_pair):
+    """C8 in the math world: the anchors' decode and the content-vs-function decode
+    answer held-out questions (the latter in the world's blocks, its time counted
+    inside each block), and there is no [BOS] case: its values are nan."""
+    import math
+
+    tok = tiny_math_pair.tokenizer
+    m = c8.measure(tiny_math_pair, n_samples=4, prompt_length=train_math.PROMPT_LENGTH,
+                   n_side=4, gen_length=32, block_length=16, threshold=0.9,
                    thresholds=[1e-4], temperature=1.0, K=8, n_bins=2,
                    n_bootstrap=100, seed=0, world=MATH)
+    assert m.facts["P"] == train_math.PROMPT_LENGTH
+    assert m.facts["example"] == tok.decode(MATH.prompts(tok, 1)[0].tolist())
+    words = m.arrays["words"]
+    assert {"block", "step_global"} <= set(words) and (words.n_steps == 16).all()
+    assert m.arrays["bos_entropy"] is None
+    v = m.values
+    assert math.isnan(v["c8_bos_entropy_range"])
+    assert math.isnan(v["c8_bos_entropy_range_after_first"])
+    assert v["c8_n_anchors"] >= 3 and v["c8_prompt_length"] == train_math.PROMPT_LENGTH
+    assert c8.order_group(False) in m.tables["easy"].index
+    from dlmspec_min.plumbing import claims
+
+    keys = claims.load_registry()["claims"]["C8"]["keys"]
+    assert not set(keys) - set(v) - {"c8_verdict"}, sorted(set(keys) - set(v))
 
 
 def test_c6_measures_the_math_worlds_prompted_side_alone(tiny_math_pair):

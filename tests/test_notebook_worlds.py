@@ -19,14 +19,11 @@ from dlmspec_min.training import train_math
 from dlmspec_min.worlds import MATH, WORLD_NAMES
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
+# every claim notebook (06 and 08 measure their prompted side alone in the math
+# world, whose models write [EOS] when given no question)
 WITH_WORLD = ["01_easy_first", "02_anchor_acceptance", "03_win_condition",
               "04_cluster_verification", "05_bounded_quality", "06_conditional",
-              "07_strong_model", "09_trajectory_speculation"]
-# 08 needs decodes without context beside those with it; the math world has no
-# context-free task (given no question its models write [EOS]), so it waits for
-# a math design of its own and takes no world yet. (06 measures its prompted
-# side alone there.)
-WITHOUT_WORLD = ["08_information"]
+              "07_strong_model", "08_information", "09_trajectory_speculation"]
 # the seed page reruns claims in the world it is given (their profiles beneath
 # its sizes)
 PAGES_WITH_WORLD = [*WITH_WORLD, "10_seeds"]
@@ -54,11 +51,6 @@ def test_the_light_copies_of_the_worlds_facts_agree_with_the_worlds():
 def test_a_claim_notebook_takes_a_world_with_prose_its_default(stem):
     declared = run.declared_parameters(_nb(stem))
     assert run.with_defaults(declared, {})["world"] == "prose"
-
-
-@pytest.mark.parametrize("stem", WITHOUT_WORLD)
-def test_the_claims_without_a_math_design_take_no_world_yet(stem):
-    assert "world" not in run.declared_parameters(_nb(stem))
 
 
 @pytest.mark.parametrize("stem", WITH_WORLD)
@@ -129,7 +121,8 @@ def test_a_model_or_prompt_of_the_other_world_is_one_line_and_exit_2(
 
 
 def test_a_notebook_without_a_world_refuses_one(no_execution, capsys):
-    assert run.main([str(_nb("08_information")), "-p", "world", "math"]) == 2
+    """The models page measures both worlds itself and takes no world."""
+    assert run.main([str(_nb("00_models")), "-p", "world", "math"]) == 2
     assert "unknown parameter 'world'" in capsys.readouterr().err
 
 
@@ -171,6 +164,7 @@ TINY = {
     "07_strong_model": dict(model=SMALL, large_model=SMALL, n_windows=4, n_positions=4,
                             batch_size=16, n_samples=3, n_tau=2, K=8, n_train=32,
                             n_bootstrap=50, n_codebooks=1),
+    "08_information": dict(model=SMALL, n_samples=4, n_side=3, K=8, n_bootstrap=50),
     "09_trajectory_speculation": dict(model=SMALL, n_samples=4, n_sweep=1,
                                       thresholds=[0.9], n_repeats=1, n_bootstrap=50),
 }

@@ -93,22 +93,28 @@ def pooled(sel: pd.DataFrame, n_bootstrap: int, seed: int) -> dict:
             "top-1 probability": p1, "top-1 low": p1_lo, "top-1 high": p1_hi}
 
 
-def class_entropies(target, sid, tok, lexicon, bos_prompt, *, gen_length: int,
-                    temperature: float, n_bootstrap: int, seed: int, device: str):
+def class_entropies(target, sid, tok, lexicon, order_prompt, *, gen_length: int,
+                    temperature: float, n_bootstrap: int, seed: int, device: str,
+                    block_length: int | None = None):
     """Content vs function at commit time (SPEC.md section 5, C8): the target decodes
-    the ``[BOS]`` samples in confidence order, one token per step (the C1 decoder),
-    through ``information.CommitRecorder``; each token gets the entropy and top-1
-    probability of the forward that committed it. Returns (values, by-class table,
-    the tagged word tokens, facts)."""
+    ``order_prompt`` (prose: the ``[BOS]`` samples; math: held-out questions) in
+    confidence order, one token per step (the C1 decoder of the world: one block,
+    or blocks of ``block_length`` with the decode time counted inside each,
+    ``order.block_times``), through ``information.CommitRecorder``; each token
+    gets the entropy and top-1 probability of the forward that committed it.
+    Returns (values, by-class table, the tagged word tokens, facts)."""
     rec = info.CommitRecorder(target, sid)
     t0 = time.perf_counter()
-    n = bos_prompt.shape[0]
-    run = generate(rec, bos_prompt,
-                   order.one_token_per_step(gen_length, temperature=temperature),
+    n = order_prompt.shape[0]
+    run = generate(rec, order_prompt,
+                   order.one_token_per_step(gen_length, block_length,
+                                            temperature=temperature),
                    order.row_generators(seed, n, device))
     at = rec.at_commit(run)
     seconds = time.perf_counter() - t0
     tt = order.token_table(run, tok, lexicon)
+    if block_length is not None:
+        tt = order.block_times(tt, block_length)
     for k in ("entropy", "top1", "sid_entropy"):
         tt[k] = at[k].reshape(-1).numpy()
     tt["decile"] = order.order_bins(tt)
@@ -200,7 +206,8 @@ def anchor_rates(A, ref, sid, drafted, verify, anchors, anchors_piece, *,
 def information_means(A, bos_h, n_clusters: int, *, n_bootstrap: int, seed: int):
     """Mean ID entropies and self-informations over the anchors (``INFO_COLUMNS``,
     sequence-bootstrap intervals), and how much the ``[BOS]`` verify pass's ID
-    entropy ``bos_h`` (G,) varies with position. Returns (values, means)."""
+    entropy ``bos_h`` (G,) varies with position (nan in a world with no decode
+    without context, ``bos_h`` None). Returns (values, means)."""
     means, values = {}, {}
     for col in INFO_COLUMNS:
         means[col] = stats.pooled_mean_bootstrap(A[col], A.seq, n_bootstrap, seed)
@@ -208,9 +215,21 @@ def information_means(A, bos_h, n_clusters: int, *, n_bootstrap: int, seed: int)
                        f"c8_{col}_hi": means[col][2]})
     values["c8_log_k"] = math.log(n_clusters)
     values["c8_sid_entropy_verify_sd"] = float(A.sid_entropy_verify.std())
-    values["c8_bos_entropy_range"] = float(bos_h.max() - bos_h.min())
-    values["c8_bos_entropy_range_after_first"] = (
-        float(bos_h[1:].max() - bos_h[1:].min()) if len(bos_h) > 1 else 0.0)
+    if bos_h is None:
+        values["c8_bos_entropy_range"] = float("nan")
+        values["c8_bos_entropy_range_after_first"] = float("nan")
+        values["c8_bos_note"] = (
+            "This world has no `[BOS]` case: every decode answers a question, so the "
+            "draft and the verify pass see a different prompt in every sample.")
+    else:
+        values["c8_bos_entropy_range"] = float(bos_h.max() - bos_h.min())
+        values["c8_bos_entropy_range_after_first"] = (
+            float(bos_h[1:].max() - bos_h[1:].min()) if len(bos_h) > 1 else 0.0)
+        values["c8_bos_note"] = (
+            "With the `[BOS]` prompt the verify pass's ID entropy varies across "
+            f"positions by {values['c8_bos_entropy_range']:.3f} nats "
+            f"({values['c8_bos_entropy_range_after_first']:.3f} after the first "
+            "position): nothing there could vary from anchor to anchor.")
     sv, se = means["sid_info_verify"][0], means["sid_entropy_verify"][0]
     values["c8_info_note"] = (
         "the IDs actually written are less expected than that entropy suggests: the "
@@ -289,10 +308,16 @@ def bounds(A, n_clusters: int, summary: pd.DataFrame):
     return values, table
 
 
+def order_group(context_free: bool) -> str:
+    """The easy-token table's name for the confidence-order words."""
+    return ("confidence order, one per step ([BOS] prompt)" if context_free
+            else "confidence order, one per step (questions)")
+
+
 def easy_tokens(target, sid, tok, lexicon, side_prompt, ref, ref_at, words, A,
                 V: int, *, gen_length: int, block_length: int, threshold: float,
                 thresholds: list, temperature: float, n_bootstrap: int, seed: int,
-                device: str):
+                device: str, context_free: bool = True):
     """What a token-space accelerator commits (the derivation's *easy tokens*): the
     Fast-dLLM threshold decode of the anchors (``ref``) and one decode of the side
     prompts at each lower threshold, through the recorder; tokens committed alone
@@ -328,7 +353,7 @@ def easy_tokens(target, sid, tok, lexicon, side_prompt, ref, ref_at, words, A,
             values.update({"c8_thrlow_parallel_share": share,
                            "c8_thrlow_tokens_per_step": tps})
     same_name = f"the same anchors, committed by accelerator {threshold}"
-    groups.append(words.assign(group="confidence order, one per step ([BOS] prompt)"))
+    groups.append(words.assign(group=order_group(context_free)))
     groups.append(pd.DataFrame({"seq": A.seq, "entropy": A.token_entropy_verify,
                                 "top1": A.token_top1_verify,
                                 "group": ANCHORS_AT_VERIFY}))
@@ -414,25 +439,37 @@ def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
     bos_entropy (G,), bins, easy (every token with its group); ``facts``: what the
     page prints about the run. The caller seeds torch and loads the models.
     ``world``: the prompts and the word classes (prose: Brown's lexicon, C1's).
+    A world with no decode without context (math: every decode answers a
+    question) measures the content-vs-function part on ``n_side`` of its
+    prompts, in its blocks where its C1 decodes in blocks, and has no ``[BOS]``
+    case (``c8_bos_*`` nan, ``arrays["bos_entropy"]`` None).
     """
     target, tok = models.target, models.tokenizer
     lexicon = world.roles()
     sid = semantic.semantic_ids_for(target, K, seed=seed, tokenizer=tok)
     V = target.model.get_input_embeddings().weight.shape[0]
-    # with context: held-out prompts of prompt_length (prose: the start token
-    # alone when prompt_length is no longer than it); without: the start token
-    _, prompt = world.prompt_pair(tok, n_samples, prompt_length, seed=seed,
-                                  device=device)
-    bos_prompt, side_prompt = world.prompt_pair(tok, n_side, prompt_length, seed=seed,
-                                                device=device)
+    if world.context_free:
+        # with context: held-out prompts of prompt_length (prose: the start token
+        # alone when prompt_length is no longer than it); without: the start token
+        _, prompt = world.prompt_pair(tok, n_samples, prompt_length, seed=seed,
+                                      device=device)
+        bos_prompt, side_prompt = world.prompt_pair(tok, n_side, prompt_length,
+                                                    seed=seed, device=device)
+        order_prompt = bos_prompt
+    else:  # every decode answers a question: the world's prompts throughout
+        prompt = world.prompts(tok, n_samples, seed=seed, device=device)
+        side_prompt = order_prompt = world.prompts(tok, n_side, seed=seed,
+                                                   device=device)
+        bos_prompt = None
     P = prompt.shape[1]
     facts = {"V": V, "K": sid.n_clusters, "P": P,
              "example": tok.decode(prompt[0].tolist())}
     sizes = dict(n_bootstrap=n_bootstrap, seed=seed)
 
     values, by_class, words, conf = class_entropies(
-        target, sid, tok, lexicon, bos_prompt, gen_length=gen_length,
-        temperature=temperature, device=device, **sizes)
+        target, sid, tok, lexicon, order_prompt, gen_length=gen_length,
+        temperature=temperature, device=device,
+        block_length=block_length if world.order_in_blocks else None, **sizes)
     values["c8_log_v"] = math.log(V)
     values["c8_class_note"] = class_note(values["c8_entropy_diff"])
     values["c8_n_samples"] = n_samples
@@ -466,8 +503,10 @@ def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
 
     # the [BOS] case: one verify pass serves every sample, so H(q_Y) is a function of
     # position
-    bos_verify = decoder.verify_logits(target, bos_prompt[:1], gen_length)[0]
-    bos_h = info.cluster_entropy(bos_verify, sid).numpy()  # (G,)
+    bos_h = None
+    if bos_prompt is not None:
+        bos_verify = decoder.verify_logits(target, bos_prompt[:1], gen_length)[0]
+        bos_h = info.cluster_entropy(bos_verify, sid).numpy()  # (G,)
     v, means = information_means(A, bos_h, sid.n_clusters, **sizes)
     values.update(v)
     v, corr, bins = correlations(A, n_bins=n_bins, **sizes)
@@ -477,7 +516,8 @@ def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
     v, easy_table, easy, ez = easy_tokens(
         target, sid, tok, lexicon, side_prompt, ref, ref_at, words, A, V,
         gen_length=gen_length, block_length=block_length, threshold=threshold,
-        thresholds=thresholds, temperature=temperature, device=device, **sizes)
+        thresholds=thresholds, temperature=temperature, device=device,
+        context_free=world.context_free, **sizes)
     values.update(v)
     values.update(easy_notes(values, ez["no_par"]))
     values.update(closing_notes(values, ez["no_par"]))
