@@ -29,7 +29,7 @@ def _models_at(tmp_path, monkeypatch, trained=(), training=()):
 
 def test_which_worlds_a_notebook_runs_in_comes_from_its_profiles():
     assert worldruns.worlds_of(NB) == ["math"]
-    assert worldruns.worlds_of(REPO_ROOT / "notebooks" / "08_information.md") == []
+    assert worldruns.worlds_of(REPO_ROOT / "notebooks" / "00_models.md") == []
     # the paper-scale profiles are not a world of the book's
     assert (run.PROFILES / "paper" / "02_anchor_acceptance.yaml").exists()
 
@@ -200,3 +200,49 @@ def test_a_checks_table_of_worlds_evaluates_each_worlds_own_rules(tmp_path,
     reg["checks"]["traj"]["world_figures"]["t_other"] = "never recorded"
     assert "never recorded: <i>not measured</i>" in rows()["math"]
     assert ">stale<" in r["math"] and ">stale<" not in r["prose"]
+
+
+def _full_profiles():
+    return sorted((run.PROFILES / worldruns.FULL.format(world="math")).glob("*.yaml"))
+
+
+def test_the_math_worlds_full_sizes_are_sizes_of_its_profile():
+    """Where the book runs the math world at reduced sizes, the full sizes are a
+    file that changes sizes only (no model, decode or world) and runs with the
+    profile beneath it; every page the book measures at reduced sizes says so."""
+    fulls = _full_profiles()
+    assert fulls, "no full-size profile: the book's math sizes are the full ones"
+    for f in fulls:
+        nb = REPO_ROOT / "notebooks" / f"{f.stem}.md"
+        assert worldruns.worlds_of(nb) == ["math"], f
+        sizes = worldruns.reduced_sizes(nb, "math")
+        assert sizes and set(sizes) == set(run.parameters_in(f)), f
+        assert not set(sizes) & {"world", "model", "draft", "large_model",
+                                 "gen_length", "block_length", "threshold",
+                                 "temperature", "K", "prompt_length"}, f
+        for name, (book, full) in sizes.items():  # reduced, not changed
+            assert isinstance(book, int) and book < full, (f, name)
+        values = run.gather(run.declared_parameters(nb), files=[f],
+                            pairs=[("world", "math")], notebook=nb)
+        assert {k: values[k] for k in sizes} == {k: v for k, (_, v) in sizes.items()}
+        note = worldruns.sizes_note(nb, "math")
+        assert f"-p world math -f notebooks/profiles/math-full/{f.name}" in note
+        assert all(f"{k} {b} (full: {v})" in note for k, (b, v) in sizes.items())
+
+
+def test_a_page_without_a_full_profile_has_no_sizes_note():
+    nb = REPO_ROOT / "notebooks" / "07_strong_model.md"
+    assert worldruns.full_profile(nb, "math") is None
+    assert worldruns.reduced_sizes(nb, "math") == {} and not worldruns.sizes_note(
+        nb, "math")
+
+
+def test_a_full_profile_may_only_name_the_profiles_sizes(tmp_path, monkeypatch):
+    profiles = tmp_path / "profiles"
+    (profiles / "math").mkdir(parents=True)
+    (profiles / "math-full").mkdir()
+    (profiles / "math" / "02_anchor_acceptance.yaml").write_text("n_samples: 8\n")
+    (profiles / "math-full" / "02_anchor_acceptance.yaml").write_text("seed: 3\n")
+    monkeypatch.setattr(run, "PROFILES", profiles)
+    with pytest.raises(ValueError, match="'seed' is not in the math profile"):
+        worldruns.reduced_sizes(NB, "math")

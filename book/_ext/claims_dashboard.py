@@ -130,7 +130,22 @@ def _claim_worlds(rows, registry: dict, claim_id: str) -> str:
                    f'<td class="claim-world-verdict" data-world="{w}">'
                    f"{_verdict_span(c['verdict'])}{why}</td></tr>")
     out.append("</tbody></table>")
+    out += _sizes_notes(registry["claims"][claim_id]["notebook"], cells)
     return "\n".join(out)
+
+
+def _sizes_notes(notebook: str, worlds) -> list[str]:
+    """Under a page's table of worlds: each world the book runs at reduced sizes,
+    with the full sizes and how to run them (``worldruns.sizes_note``)."""
+    out = []
+    for w in worlds:
+        if w == "prose":
+            continue
+        note = worldruns.sizes_note(notebook, w)
+        if note:
+            out.append(f'<p class="world-sizes" data-world="{w}"><small>'
+                       f"{html.escape(note)}</small></p>")
+    return out
 
 
 def _check_worlds(registry: dict, check_id: str, executed: Path,
@@ -179,6 +194,7 @@ def _check_worlds(registry: dict, check_id: str, executed: Path,
         out.append(f'<tr data-world="{w}"><td>{title}{note}</td><td>{figures}</td>'
                    f"<td>{cells[0]}</td><td>{cells[1]}</td></tr>")
     out.append("</tbody></table>")
+    out += _sizes_notes(check["notebook"], claims.WORLD_SUFFIXES)
     return "\n".join(out)
 
 

@@ -68,6 +68,54 @@ def worlds_of(path: str | Path) -> list[str]:
                   if p.parent.name in params.WORLD_NAMES[1:])
 
 
+FULL = "{world}-full"  # the folder of a world's full sizes, beside its profile
+
+
+def full_profile(path: str | Path, world: str) -> Path | None:
+    """The file of ``world``'s full sizes for a notebook
+    (``notebooks/profiles/<world>-full/<name>.yaml``), where the book runs that
+    world at reduced sizes; None where it runs the world's full sizes."""
+    from . import run
+
+    f = run.PROFILES / FULL.format(world=world) / f"{Path(path).stem}.yaml"
+    return f if f.exists() else None
+
+
+def reduced_sizes(path: str | Path, world: str) -> dict[str, tuple]:
+    """name -> (the book's value, the full value) for each size ``world``'s
+    profile reduces for the book (``full_profile``); {} where none."""
+    from . import run
+
+    full = full_profile(path, world)
+    if full is None:
+        return {}
+    book = run.parameters_in(run.world_profile(Path(path), world))
+    out = {}
+    for name, value in run.parameters_in(full).items():
+        if name not in book:
+            raise ValueError(f"{full}: {name!r} is not in the {world} profile "
+                             f"{run.world_profile(Path(path), world)}")
+        if book[name] != value:
+            out[name] = (book[name], value)
+    return out
+
+
+def sizes_note(path: str | Path, world: str) -> str:
+    """One line for a page: the sizes the book runs ``world`` at, where they are
+    reduced, and how to run the full ones ('' where nothing is reduced)."""
+    from . import run
+
+    sizes = reduced_sizes(path, world)
+    if not sizes:
+        return ""
+    listed = ", ".join(f"{k} {b} (full: {f})" for k, (b, f) in sizes.items())
+    rel = full_profile(path, world).relative_to(run.PROFILES.parents[1])
+    return (f"The book runs the {world} world at reduced sizes, to fit its "
+            f"build's time budget: {listed}. The full sizes: "
+            f"python -m dlmspec_min.plumbing.run notebooks/{Path(path).stem}.md "
+            f"-p world {world} -f {rel}")
+
+
 def world_run(path: str | Path, notebook: nbformat.NotebookNode,
               world: str) -> WorldRun:
     """The run of ``notebook`` (read from ``path``) in ``world``: its parameters
