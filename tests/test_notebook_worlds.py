@@ -128,7 +128,8 @@ def test_a_notebook_without_a_world_refuses_one(no_execution, capsys):
 
 def test_c1_measures_the_math_world_end_to_end(tmp_path):
     """The notebook itself, under papermill, on the math world's questions and
-    roles (math/small as the target: math/base is not trained yet)."""
+    roles (math/small as the target, the quickest; the build runs it on
+    math/base)."""
     out = tmp_path / "c1_math.ipynb"
     assert run.main([str(_nb("01_easy_first")), "-p", "world", "math",
                      "-p", "model", "dlmspec/math/small", "-p", "n_samples", "4",
@@ -149,7 +150,7 @@ def test_c1_measures_the_math_world_end_to_end(tmp_path):
     assert len(prompt) == train_math.PROMPT_LENGTH and "[BOS]" in prompt  # a question
 
 
-SMALL = "dlmspec/math/small"  # the trained math model (math/base is not trained yet)
+SMALL = "dlmspec/math/small"  # the quickest math model (the build runs math/base)
 TINY = {
     "02_anchor_acceptance": dict(model=SMALL, n_samples=3, K=8, K_sweep=[8], n_train=32,
                                  n_bootstrap=50, n_codebooks=1),
