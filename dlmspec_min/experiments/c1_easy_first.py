@@ -65,16 +65,16 @@ def decoders(gen_length: int, block_length: int, temperature: float, threshold: 
         raise ValueError(
             f"block_length must be at least {order.N_BINS} when the order is "
             f"measured inside blocks (one token per decile), got {block_length}")
-    whole = block_length if in_blocks else None
+    blocks = block_length if in_blocks else None  # None: one block over all
     out = {
-        PRIMARY: order.one_token_per_step(gen_length, whole, temperature=temperature),
-        RANDOM: order.one_token_per_step(gen_length, whole, remasking="random",
+        PRIMARY: order.one_token_per_step(gen_length, blocks, temperature=temperature),
+        RANDOM: order.one_token_per_step(gen_length, blocks, remasking="random",
                                          temperature=temperature),
         blocked_name(block_length): order.one_token_per_step(
             gen_length, block_length, temperature=temperature),
     }
     for v, name in threshold_names(threshold, thresholds).items():
-        out[name] = DecodeConfig(gen_length=gen_length, block_length=whole,
+        out[name] = DecodeConfig(gen_length=gen_length, block_length=blocks,
                                  rule="threshold", threshold=v, temperature=temperature)
     return out
 
@@ -104,9 +104,8 @@ def decode_all(denoiser, tokenizer, prompt, configs: dict[str, DecodeConfig], *,
         gens = order.row_generators(seed, n, device=device, stream=stream)
         results[name] = generate(denoiser, prompt, cfg, generator=gens)
         seconds[name] = time.perf_counter() - t0
-        tables[name] = order.token_table(results[name], tokenizer, lexicon, counts)
-        if block_length is not None:
-            tables[name] = order.block_times(tables[name], block_length)
+        tables[name] = order.token_table(results[name], tokenizer, lexicon, counts,
+                                         block_length)
     return results, tables, seconds
 
 
@@ -281,7 +280,7 @@ def measure(models: Models, *, n_samples: int = 24, gen_length: int = 32,
         decoders(gen_length, block_length, temperature, threshold, thresholds,
                  in_blocks=in_blocks),
         seed=seed, lexicon=lexicon, counts=counts, device=device,
-        block_length=block_length if in_blocks else None)
+        block_length=world.order_blocks(block_length))
     tables = {"decoders": pd.DataFrame({
         "forwards per sample": {k: r.nfe.float().mean().item()
                                 for k, r in results.items()},

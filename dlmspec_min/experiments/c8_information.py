@@ -112,9 +112,7 @@ def class_entropies(target, sid, tok, lexicon, order_prompt, *, gen_length: int,
                    order.row_generators(seed, n, device))
     at = rec.at_commit(run)
     seconds = time.perf_counter() - t0
-    tt = order.token_table(run, tok, lexicon)
-    if block_length is not None:
-        tt = order.block_times(tt, block_length)
+    tt = order.token_table(run, tok, lexicon, block_length=block_length)
     for k in ("entropy", "top1", "sid_entropy"):
         tt[k] = at[k].reshape(-1).numpy()
     tt["decile"] = order.order_bins(tt)
@@ -469,7 +467,7 @@ def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
     values, by_class, words, conf = class_entropies(
         target, sid, tok, lexicon, order_prompt, gen_length=gen_length,
         temperature=temperature, device=device,
-        block_length=block_length if world.order_in_blocks else None, **sizes)
+        block_length=world.order_blocks(block_length), **sizes)
     values["c8_log_v"] = math.log(V)
     values["c8_class_note"] = class_note(values["c8_entropy_diff"])
     values["c8_n_samples"] = n_samples

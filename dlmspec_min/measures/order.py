@@ -226,6 +226,7 @@ def brown_token_counts(tokenizer, vocab_size: int | None = None) -> np.ndarray:
 
 def token_table(
     result: DecodeResult, tokenizer, lexicon, counts: np.ndarray | None = None,
+    block_length: int | None = None,
 ) -> pd.DataFrame:
     """One row per generated token of a decode.
 
@@ -235,7 +236,9 @@ def token_table(
     continues the prompt's last word), ``step`` (1-based commit step), ``n_steps``
     (the row's steps), ``r`` (``normalized_decode_time``), ``step_size`` (tokens
     the committing step committed in that row) and, with ``counts``,
-    ``log_freq`` = log(1 + count of the token id).
+    ``log_freq`` = log(1 + count of the token id). With ``block_length``, the
+    decode time is counted inside each block of a blocked decode
+    (``block_times``).
     """
     tokens = result.tokens.detach().cpu()  # (B, P + G)
     P = result.prompt_length
@@ -264,7 +267,7 @@ def token_table(
         ids = table["token"].to_numpy()
         c = np.where(ids < len(counts), counts[np.minimum(ids, len(counts) - 1)], 0)
         table["log_freq"] = np.log1p(c)
-    return table
+    return table if block_length is None else block_times(table, block_length)
 
 
 def _block_span(table: pd.DataFrame, block_length: int):
@@ -309,7 +312,7 @@ def block_times(table: pd.DataFrame, block_length: int) -> pd.DataFrame:
                        n_steps_global=table["n_steps"], r_global=table["r"])
     out["step"] = table["step"] - first + 1
     out["n_steps"] = last - first + 1
-    out["r"] = within_block_time(table, block_length)
+    out["r"] = ((table["step"] - first) / (last - first).clip(lower=1)).astype(float)
     return out
 
 

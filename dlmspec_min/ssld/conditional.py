@@ -144,14 +144,11 @@ def key_figures(
 
     seconds = {}
     t0 = time.perf_counter()
-    in_blocks = world.order_in_blocks  # C1's decode as the world's C1 page runs it
-    one_per_step = order.one_token_per_step(
-        G, block_length if in_blocks else None, temperature=temperature)
+    blocks = world.order_blocks(block_length)  # C1's decode as its page runs it
+    one_per_step = order.one_token_per_step(G, blocks, temperature=temperature)
     res1 = generate(target, prompt, one_per_step, gens())
     lexicon = world.roles()
-    table1 = order.token_table(res1, tokenizer, lexicon, counts)
-    if in_blocks:
-        table1 = order.block_times(table1, block_length)
+    table1 = order.token_table(res1, tokenizer, lexicon, counts, blocks)
     c1 = order.class_order(table1, n_boot=n_boot, seed=seed)
     seconds["C1: one token per step"] = time.perf_counter() - t0
 

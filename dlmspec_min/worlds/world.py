@@ -45,6 +45,12 @@ class World:
     context_free: bool = True
     order_in_blocks: bool = False
 
+    def order_blocks(self, block_length: int) -> int | None:
+        """The block length of C1's order decodes in this world: ``block_length``
+        where the order is measured inside blocks (``order_in_blocks``), None
+        (one block over the whole generation) elsewhere."""
+        return block_length if self.order_in_blocks else None
+
     def tokenizer(self):
         """The world's tokenizer (every model of its ladder shares it)."""
         raise NotImplementedError
