@@ -306,6 +306,80 @@ def test_rows_are_decoded_independently():
         assert one.token_forwards[0] == together.token_forwards[i]
 
 
+# --- computing only the rows the walk reads (spec_verify="path") --------------------
+
+
+def assert_same_result(a, b):
+    """Every field and count of two trajectory decodes is equal."""
+    for name in ("tokens", "nfe", "token_forwards", "commit_step",
+                 "committed_per_step"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert a.n_forwards == b.n_forwards
+    assert torch.equal(a.spec.trajectory_step, b.spec.trajectory_step)
+    assert a.spec.steps_per_verify == b.spec.steps_per_verify
+    assert a.spec.rows_per_verify == b.spec.rows_per_verify
+
+
+class RowCounter:
+    """Wraps a denoiser and records the batch size of every call."""
+
+    def __init__(self, den):
+        self.den, self.batches = den, []
+        self.mask_id, self.supports_cache = den.mask_id, den.supports_cache
+
+    def logits(self, x):
+        self.batches.append(x.shape[0])
+        return self.den.logits(x)
+
+    def prefill(self, x):
+        self.batches.append(x.shape[0])
+        return self.den.prefill(x)
+
+    def logits_window(self, xw, start, cache):
+        self.batches.append(xw.shape[0])
+        return self.den.logits_window(xw, start, cache)
+
+
+@pytest.mark.parametrize("cache, lookahead", [
+    ("none", "none"), ("none", "exact"), ("prefix", "exact"), ("dual", "none"),
+    ("dual", "exact"), ("dual", "stale"), ("prefix", "stale"),
+])
+@pytest.mark.parametrize("temperature", [0.0, 0.7])
+def test_path_verify_gives_the_tree_s_tokens_and_counts(cache, lookahead,
+                                                          temperature):
+    """The same decode, cost and trace; one row per forward, fewer rows in all."""
+    prompt = make_prompt(4, 3, seed=6)
+    base = _base(gen_length=24, block_length=8, threshold=0.7, cache=cache,
+                 temperature=temperature)
+
+    def gens():
+        return [torch.Generator().manual_seed(40 + i) for i in range(4)]
+
+    out = {}
+    for verify in ("tree", "path"):
+        den = RowCounter(CachedToyDenoiser(seed=3, sharpness=8.0))
+        cfg = _spec(base, lookahead=lookahead, spec_verify=verify)
+        out[verify] = (generate(den, prompt, cfg, gens()), den.batches)
+    (tree, tree_rows), (path, path_rows) = out["tree"], out["path"]
+    assert_same_result(path, tree)
+    assert max(tree_rows) > 1 and set(path_rows) == {1}
+    assert sum(path_rows) < sum(tree_rows)
+    assert tree.spec.mean_steps_per_verify > 1  # the trees were walked
+
+
+def test_path_verify_is_refused_when_misspelt_and_the_accelerators_use_it():
+    from dlmspec_min.ssld import accelerators
+
+    with pytest.raises(ValueError, match="unknown spec_verify"):
+        DecodeConfig(gen_length=8, spec_verify="lazy")
+    for supports_cache in (True, False):
+        configs = accelerators.accelerators(16, 8, 0.9, 0.0, supports_cache)
+        spec = [c for c in configs.values() if c.speculate == "trajectory"]
+        assert len(spec) == 1 and spec[0].spec_verify == "path"
+        assert accelerators.timed(spec[0]) == dataclasses.replace(
+            spec[0], spec_verify="tree")
+
+
 # --- the embedded target --------------------------------------------------------------
 
 
@@ -334,6 +408,36 @@ def test_exact_on_the_embedded_target(base_target, cache, lookahead, block_lengt
     out = generate(den, prompt, _spec(base, lookahead=lookahead, spec_budget=7))
     assert_same_trajectory(out, ref)
     assert out.nfe.sum() < ref.nfe.sum()
+
+
+@pytest.mark.parametrize("world, temperature", [("prose", 1.0), ("math", 0.0)])
+def test_path_verify_equals_the_tree_on_the_book_s_targets(world, temperature):
+    """The accelerators' trajectory configs as the book's pages decode with them
+    (prose: sampled, one generator per row; math: greedy in blocks of 32), and
+    their stale-lookahead variant: the walk-only decode is the tree's, field for
+    field, on the embedded targets (batch invariance on this CPU)."""
+    from dlmspec_min.decoding.denoisers import ModelNotAvailableError, load_denoiser
+    from dlmspec_min.measures.order import row_generators
+    from dlmspec_min.ssld import accelerators
+    from dlmspec_min.worlds import get_world
+
+    w = get_world(world)
+    name = "dlmspec/base" if world == "prose" else "dlmspec/math/base"
+    try:
+        den, tok = load_denoiser(name)
+    except ModelNotAvailableError as e:
+        pytest.skip(f"{name} is not trained here: {e}")
+    if world == "prose":
+        prompt, G, bl = torch.full((3, 1), tok.bos_token_id), 48, 16
+    else:
+        prompt, G, bl = w.prompts(tok, 3), 96, 32
+    configs = accelerators.accelerators(G, bl, 0.9, temperature, den.supports_cache)
+    path = next(c for c in configs.values() if c.speculate == "trajectory")
+    for cfg in (path, dataclasses.replace(path, lookahead="stale")):
+        a = generate(den, prompt, cfg, row_generators(0, 3))
+        b = generate(den, prompt, accelerators.timed(cfg), row_generators(0, 3))
+        assert_same_result(a, b)
+        assert max(b.spec.rows_per_verify[0]) > 1  # trees were verified
 
 
 # --- measuring helpers ----------------------------------------------------------------

@@ -19,6 +19,7 @@ CACHES = ("none", "prefix", "dual")
 SOFTMAX_DTYPES = ("float64", "logits")
 SPECULATES = ("none", "trajectory")
 LOOKAHEADS = ("none", "exact", "stale")
+SPEC_VERIFIES = ("tree", "path")
 
 DEFAULT_GEN_LENGTH = 64
 DEFAULT_THRESHOLD = 0.9  # Fast-dLLM's default
@@ -39,8 +40,10 @@ class DecodeConfig:
 
     ``steps`` only matters for ``rule="schedule"`` (LLaDA: total forwards, split
     evenly over blocks); the threshold and factor rules run each block until it
-    has no masks. ``spec_budget``, ``spec_low`` and ``lookahead`` only matter
-    with ``speculate="trajectory"`` (see ``dlmspec_min.decoding.speculate``).
+    has no masks. ``spec_budget``, ``spec_low``, ``lookahead`` and
+    ``spec_verify`` only matter with ``speculate="trajectory"`` (see
+    ``dlmspec_min.decoding.speculate``; ``spec_verify="path"`` computes only the
+    tree rows the walk reads: the same tokens and counts, not the method's time).
     """
 
     gen_length: int = DEFAULT_GEN_LENGTH
@@ -57,6 +60,7 @@ class DecodeConfig:
     spec_budget: int = DEFAULT_SPEC_BUDGET
     spec_low: float = DEFAULT_SPEC_LOW
     lookahead: str = "exact"
+    spec_verify: str = "tree"
 
     def __post_init__(self):
         if self.block_length is None:
@@ -108,7 +112,8 @@ class DecodeConfig:
         self._check_speculation()
 
     def _check_speculation(self):
-        for name, allowed in (("speculate", SPECULATES), ("lookahead", LOOKAHEADS)):
+        for name, allowed in (("speculate", SPECULATES), ("lookahead", LOOKAHEADS),
+                              ("spec_verify", SPEC_VERIFIES)):
             if getattr(self, name) not in allowed:
                 raise ValueError(
                     f"unknown {name} {getattr(self, name)!r}; use one of {allowed}"

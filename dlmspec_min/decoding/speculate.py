@@ -33,6 +33,13 @@ block's logits. One verify call (1 NFE):
    for token, provided a row's logits do not depend on the other rows (batch
    invariance, ``batch_invariance_gap``).
 
+``spec_verify``: "tree" (the default, the method) computes every row of a
+verify call in one batched forward per kind. "path" computes a row only when
+the walk reads it, alone: the root and the nodes it accepts. The call still
+counts one NFE and the whole tree's token-forwards, and with batch invariance
+the tokens are the same; it is for measurements that count forwards, not for
+timing the method.
+
 Inter-block lookahead (``lookahead``): "none" keeps the tree in the root's
 block. "exact": a node that completes the block is verified with a refresh
 forward (F's own block-start prefill, which also yields the next block's cache);
@@ -257,31 +264,28 @@ class _Row:
         return states, kinds, blocks
 
     def verify(self, states, kinds, blocks, cache):
-        """One call: per row (first column, logits (W, V)); the refresh cache; cost."""
-        den, cfg = self.denoiser, self.config
-        out, refresh, token_forwards, calls = [None] * len(kinds), None, 0, 0
-        root_start = self.span(blocks[0])[0]
-        for kind in KINDS:
-            idx = [i for i, k in enumerate(kinds) if k == kind]
-            if not idx:
-                continue
-            xs = states[idx]  # (m, L)
-            if kind == "full":
-                logits, lo = den.logits(xs), 0  # (m, L, V)
-            elif kind == "refresh":
-                (logits, made), lo = den.prefill(xs), 0
-                refresh = (idx, made)
-            else:
-                # from the root's block to the end of the rows' block (dual)
-                stop = self.L if cfg.cache == "prefix" else self.span(blocks[idx[0]])[1]
-                shared = _repeat_rows(cache, len(idx))
-                logits = den.logits_window(xs[:, root_start:stop], root_start, shared)
-                lo = root_start
-            token_forwards += logits.shape[0] * logits.shape[1]
-            calls += 1
-            for r, i in enumerate(idx):
-                out[i] = (lo, logits[r])
-        return out, refresh, token_forwards, calls
+        """One call: the rows' logits and a refresh row's cache (``_Verified``), and
+        its cost, token-forwards and denoiser calls: the whole tree's, however
+        ``spec_verify`` computes it."""
+        groups: dict[str, list[int]] = {}
+        for i, kind in enumerate(kinds):
+            groups.setdefault(kind, []).append(i)
+        root_start, spans = self.span(blocks[0])[0], {}
+        for kind, idx in groups.items():
+            if kind in ("full", "refresh"):
+                spans[kind] = (0, self.L)
+            else:  # from the root's block to the end of the rows' block (dual)
+                stop = self.L if self.config.cache == "prefix" else \
+                    self.span(blocks[idx[0]])[1]
+                spans[kind] = (root_start, stop)
+        verified = _Verified(self.denoiser, states, kinds, spans, cache)
+        if self.config.spec_verify == "tree":  # the method: every row, now
+            for kind in KINDS:
+                if kind in groups:
+                    verified.compute(groups[kind])
+        token_forwards = sum(len(idx) * (spans[k][1] - spans[k][0])
+                             for k, idx in groups.items())
+        return verified, token_forwards, len(groups)
 
     def walk(self, states, blocks, logits):
         """Follow F through the verified states: path, next state, commits per step.
@@ -314,6 +318,49 @@ class _Row:
                 return path, nxt, commits
             cur = j
             path.append(j)
+
+
+class _Verified:
+    """A verify call's results by tree row: ``v[i]`` is (first column, logits
+    (W, V)) of state i, ``v.cache_of(i)`` the cache a refresh row made.
+
+    ``spec_verify="tree"`` computes every row up front, one batched forward per
+    kind (as the method runs: one call). "path" computes a row the first time the
+    walk reads it, alone (batch 1): the same logits provided batch invariance,
+    at the cost of the rows the walk reads instead of the whole tree. The tokens
+    and the cost counted (NFE, token-forwards) are the same either way; only
+    the time is not the method's.
+    """
+
+    def __init__(self, denoiser, states, kinds, spans, cache):
+        self.denoiser, self.states, self.kinds = denoiser, states, kinds
+        self.spans, self.cache = spans, cache
+        self.logits: dict[int, tuple[int, torch.Tensor]] = {}
+        self.made: dict[int, tuple[object, int]] = {}  # refresh row -> (caches, r)
+
+    def compute(self, idx: list[int]):
+        """Rows ``idx`` (all of one kind) in one forward."""
+        den, kind = self.denoiser, self.kinds[idx[0]]
+        xs, (lo, hi) = self.states[idx], self.spans[kind]  # (m, L)
+        if kind == "full":
+            logits = den.logits(xs)  # (m, L, V)
+        elif kind == "refresh":
+            logits, made = den.prefill(xs)
+            self.made.update({i: (made, r) for r, i in enumerate(idx)})
+        else:
+            logits = den.logits_window(xs[:, lo:hi], lo,
+                                       _repeat_rows(self.cache, len(idx)))
+        self.logits.update({i: (lo, logits[r]) for r, i in enumerate(idx)})
+
+    def __getitem__(self, i: int):
+        if i not in self.logits:
+            self.compute([i])
+        return self.logits[i]
+
+    def cache_of(self, i: int):
+        """The batch-1 cache refresh row i made (its logits were read)."""
+        made, r = self.made[i]
+        return index_rows(made, torch.tensor([r]))
 
 
 def _repeat_rows(cache, n: int):
@@ -361,7 +408,7 @@ def decode_trajectory(
             kind = "full" if config.cache == "none" else (
                 "window" if cache_block == block else "refresh")
             states, kinds, blocks = row.build_tree(root, kind, table)
-            logits, refresh, width, n_calls = row.verify(states, kinds, blocks, cache)
+            logits, width, n_calls = row.verify(states, kinds, blocks, cache)
             path, nxt, commits = row.walk(states, blocks, logits)
             new = torch.zeros(G, dtype=torch.bool, device=x.device)
             for k, (s, commit) in enumerate(commits):
@@ -369,9 +416,7 @@ def decode_trajectory(
                 new[s - P:s - P + row.bl] |= commit
             made = [i for i in path if kinds[i] == "refresh"]
             if made:  # F's refreshed cache for the block of that state
-                idx, caches = refresh
-                cache = index_rows(caches, torch.tensor([idx.index(made[-1])]))
-                cache_block = blocks[made[-1]]
+                cache, cache_block = logits.cache_of(made[-1]), blocks[made[-1]]
             lo, lg = logits[path[-1]]
             table.update(lg, lo - P, row.mask_id, nxt[P:] == row.mask_id)
             trace.record(torch.tensor([b], device=x.device), width, P, new[None])

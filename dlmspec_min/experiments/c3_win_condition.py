@@ -346,11 +346,12 @@ def measure(
     def gens_t():
         return gens()[:n_timed]
 
-    t_acc = accelerators.wall_clock(lambda: generate(target, p_t, cfg, gens_t()),
+    timed = accelerators.timed(cfg)  # as the method runs (a speculation's whole tree)
+    t_acc = accelerators.wall_clock(lambda: generate(target, p_t, timed, gens_t()),
                                     n_repeats, warmup=0)
     t_ssld = accelerators.wall_clock(
-        lambda: accelerators.draft_then_ssld(target, drafters[best], p_t, a_t, sid, cfg,
-                                             gens_t(), c),
+        lambda: accelerators.draft_then_ssld(target, drafters[best], p_t, a_t, sid,
+                                             timed, gens_t(), c),
         n_repeats, warmup=0)
     v |= {"c3_wall_acc": float(np.median(t_acc)),
           "c3_wall_ssld": float(np.median(t_ssld)),
