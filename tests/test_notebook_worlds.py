@@ -167,7 +167,8 @@ TINY = {
                             n_bootstrap=50, n_codebooks=1),
     "08_information": dict(model=SMALL, n_samples=4, n_side=3, K=8, n_bootstrap=50),
     "09_trajectory_speculation": dict(model=SMALL, n_samples=4, n_sweep=1,
-                                      thresholds=[0.9], n_repeats=1, n_bootstrap=50),
+                                      thresholds=[0.9], n_repeats=1, n_bootstrap=50,
+                                      gen_length=64),  # two of the world's blocks
 }
 
 

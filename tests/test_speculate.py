@@ -413,8 +413,8 @@ def test_exact_on_the_embedded_target(base_target, cache, lookahead, block_lengt
 @pytest.mark.parametrize("world, temperature", [("prose", 1.0), ("math", 0.0)])
 def test_path_verify_equals_the_tree_on_the_book_s_targets(world, temperature):
     """The accelerators' trajectory configs as the book's pages decode with them
-    (prose: sampled, one generator per row; math: greedy in blocks of 32), and
-    their stale-lookahead variant: the walk-only decode is the tree's, field for
+    (prose: sampled, one generator per row; math: greedy in blocks of 32, and its
+    stale-lookahead variant): the walk-only decode is the tree's, field for
     field, on the embedded targets (batch invariance on this CPU)."""
     from dlmspec_min.decoding.denoisers import ModelNotAvailableError, load_denoiser
     from dlmspec_min.measures.order import row_generators
@@ -433,7 +433,8 @@ def test_path_verify_equals_the_tree_on_the_book_s_targets(world, temperature):
         prompt, G, bl = w.prompts(tok, 3), 96, 32
     configs = accelerators.accelerators(G, bl, 0.9, temperature, den.supports_cache)
     path = next(c for c in configs.values() if c.speculate == "trajectory")
-    for cfg in (path, dataclasses.replace(path, lookahead="stale")):
+    stale = dataclasses.replace(path, lookahead="stale")  # (sampled: the toys test it)
+    for cfg in (path, stale) if world == "math" else (path,):
         a = generate(den, prompt, cfg, row_generators(0, 3))
         b = generate(den, prompt, accelerators.timed(cfg), row_generators(0, 3))
         assert_same_result(a, b)
