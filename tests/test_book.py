@@ -16,19 +16,46 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
 
 
+def _pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
 def _pyproject_deps():
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "dependencies"
-    ]
+    """The core requirements and every extra's: what make installs."""
+    project = _pyproject()
+    extras = project["optional-dependencies"].values()
+    return [*project["dependencies"], *(d for deps in extras for d in deps)]
 
 
 def test_environment_yml_matches_pyproject():
+    """environment.yml installs what make installs: the core, every extra of
+    pyproject.toml, and the package itself with those extras."""
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     deps = env["dependencies"]
     assert "python=3.11" in deps
     assert any(str(d).startswith("nodejs") for d in deps)
     pip = next(d["pip"] for d in deps if isinstance(d, dict) and "pip" in d)
-    assert sorted(p for p in pip if p != "-e .") == sorted(_pyproject_deps())
+    listed = sorted(p for p in pip if not p.startswith("-e "))
+    assert listed == sorted(_pyproject_deps())
+    extras = sorted(_pyproject()["optional-dependencies"])
+    assert set(extras) == {"book", "paper", "dev"}
+    editable = [p for p in pip if p.startswith("-e ")]
+    assert len(editable) == 1, editable
+    named = re.fullmatch(r"-e \.\[([a-z,]+)\]", editable[0])
+    assert named and sorted(named.group(1).split(",")) == extras, editable[0]
+    makefile = (ROOT / "Makefile").read_text()
+    make_extras = re.search(r"^EXTRAS := (\S+)$", makefile, re.M)
+    assert make_extras and sorted(make_extras.group(1).split(",")) == extras
+    assert "-e '.[$(EXTRAS)]'" in makefile
+
+
+def test_core_requirements_are_the_decoders():
+    """pip install . gets the decoder's requirements only; the book's toolchain,
+    the paper-scale packages and the test tools are extras."""
+    core = {re.split(r"[=<>!~\[ ;]", d, maxsplit=1)[0].lower()
+            for d in _pyproject()["dependencies"]}
+    assert core == {"torch", "transformers", "tokenizers", "huggingface_hub",
+                    "safetensors", "numpy"}
 
 
 def test_key_packages_pinned_exactly():

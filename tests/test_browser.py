@@ -41,7 +41,7 @@ CHROMIUM_ARGS = [
 ]
 INSTALL_HINT = (
     "install the browser with `apt-get install -y chromium` (Debian; as root) "
-    "and Playwright with `pip install -e .` (pyproject.toml pins it); never "
+    "and Playwright with `pip install -e '.[dev]'` (pyproject.toml pins it); never "
     "`playwright install`, which downloads a browser"
 )
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
@@ -436,8 +436,8 @@ def test_summary(rendered, server, context, capsys):
 def test_playwright_is_pinned_exactly():
     import tomllib
 
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
-        "dependencies"
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
     ]
-    pins = [d for d in deps if d.startswith("playwright")]
+    pins = [d for d in extras["dev"] if d.startswith("playwright")]
     assert len(pins) == 1 and "==" in pins[0], pins

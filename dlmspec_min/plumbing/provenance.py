@@ -13,7 +13,7 @@ fingerprint closes that gap: a sha256 over
   its unpacked tree, the judge's GGUF);
 - ``registry``: ``book/claims.yml`` (keys, ranges, verdict rules);
 - ``packages``: the installed version of every package pinned in
-  ``pyproject.toml``.
+  ``pyproject.toml`` (its core and its extras).
 
 Each notebook calls ``record_provenance()`` once; it glues the fingerprint and
 the commit. The book's ``freshness`` extension re-executes any notebook whose
@@ -54,11 +54,16 @@ def _hash_files(files, root: Path) -> str:
     return h.hexdigest()
 
 
+def requirements(root: Path = REPO_ROOT) -> list[str]:
+    """Every requirement ``pyproject.toml`` names: the core's and every extra's."""
+    project = tomllib.loads((Path(root) / "pyproject.toml").read_text())["project"]
+    extras = project.get("optional-dependencies", {})
+    return [*project["dependencies"], *(d for deps in extras.values() for d in deps)]
+
+
 def pinned_packages(root: Path = REPO_ROOT) -> list[str]:
-    """Names of the packages ``pyproject.toml`` pins with ``==``."""
-    deps = tomllib.loads((Path(root) / "pyproject.toml").read_text())["project"][
-        "dependencies"
-    ]
+    """Names of the packages ``pyproject.toml`` pins with ``==`` (extras included)."""
+    deps = requirements(root)
     return sorted(re.split(r"[=<>!~\[ ;]", d, maxsplit=1)[0] for d in deps if "==" in d)
 
 
