@@ -1,9 +1,91 @@
 """The decoding core: model, denoisers, the decoding loop, trajectory speculation.
 
 It imports nothing from the rest of ``dlmspec_min`` (a reader who wants only
-the decoder copies this folder): ``modeling`` (the embedded LLaDA-style
-model), ``denoisers`` (one interface for every model), ``config``, ``steps``
-and ``decode`` (the loop: its options and result, the pieces of one step, the
-loop itself), ``speculate`` (trajectory speculation) and ``files`` (where the
+the decoder copies this folder, or installs the package without extras:
+``pip install .``): ``modeling`` (the embedded LLaDA-style model),
+``denoisers`` (one interface for every model), ``config``, ``steps`` and
+``decode`` (the loop: its options and result, the pieces of one step, the loop
+itself), ``speculate`` (trajectory speculation) and ``files`` (where the
 embedded models live).
+
+The public API is ``__all__``::
+
+    import torch
+    from dlmspec_min.decoding import DecodeConfig, generate, load_denoiser
+
+    denoiser, tokenizer = load_denoiser("dlmspec/small")
+    ids = tokenizer.encode("The jury said", add_special_tokens=False)
+    prompt = torch.tensor([[tokenizer.bos_token_id, *ids]])  # (1, P)
+    out = generate(denoiser, prompt, DecodeConfig(gen_length=32, rule="threshold"))
+    print(tokenizer.decode(out.generated[0]), out.nfe)  # 32 tokens, nfe forwards
+
+Trajectory speculation is an option of the same loop
+(``DecodeConfig(speculate="trajectory", rule="threshold")``); its trace is a
+``SpecTrace`` in ``DecodeResult.spec``. Every other name of the modules stays
+importable from its module (``dlmspec_min.decoding.steps.transfer_index``) but
+is internal: it may change without notice.
+
+The names load on first access (PEP 562), so importing this package, as the
+book's argument checks do for a constant of ``denoisers``, does not by itself
+import torch and transformers' model classes.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+__all__ = [
+    "generate",
+    "DecodeConfig",
+    "DecodeResult",
+    "SpecTrace",
+    "Denoiser",
+    "MDLMDenoiser",
+    "load_denoiser",
+    "known_model_names",
+    "ModelNotAvailableError",
+    "DLMConfig",
+    "DLMForMaskedDiffusion",
+]
+
+# exported name -> the module (of this package) that defines it
+_HOMES = {
+    "generate": "decode",
+    "DecodeConfig": "config",
+    "DecodeResult": "config",
+    "SpecTrace": "speculate",
+    "Denoiser": "denoisers",
+    "MDLMDenoiser": "denoisers",
+    "load_denoiser": "denoisers",
+    "known_model_names": "denoisers",
+    "ModelNotAvailableError": "denoisers",
+    "DLMConfig": "modeling",
+    "DLMForMaskedDiffusion": "modeling",
+}
+
+if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ loads them
+    from .config import DecodeConfig, DecodeResult
+    from .decode import generate
+    from .denoisers import (
+        Denoiser,
+        MDLMDenoiser,
+        ModelNotAvailableError,
+        known_model_names,
+        load_denoiser,
+    )
+    from .modeling import DLMConfig, DLMForMaskedDiffusion
+    from .speculate import SpecTrace
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -36,14 +36,85 @@ def _is_int(v) -> bool:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """Options of ``generate``; ``None`` lengths resolve to ``gen_length``.
+    """What ``generate`` is asked to do: lengths, the commit rule, cache, speculation.
 
-    ``steps`` only matters for ``rule="schedule"`` (LLaDA: total forwards, split
-    evenly over blocks); the threshold and factor rules run each block until it
-    has no masks. ``spec_budget``, ``spec_low``, ``lookahead`` and
-    ``spec_verify`` only matter with ``speculate="trajectory"`` (see
-    ``dlmspec_min.decoding.speculate``; ``spec_verify="path"`` computes only the
-    tree rows the walk reads: the same tokens and counts, not the method's time).
+    Frozen and checked on construction: a bad value or a bad combination raises
+    ``ValueError`` naming the option and what to use instead. Lengths are in
+    tokens; a forward is one denoiser call (one NFE).
+
+    Parameters
+    ----------
+    gen_length : int, default 64
+        Tokens to generate after the prompt (G).
+    block_length : int or None, default None
+        Tokens per block; blocks are decoded left to right (LLaDA's
+        semi-autoregressive schedule). Must divide ``gen_length``; ``None``: one
+        block of ``gen_length``.
+    steps : int or None, default None
+        Forwards (NFE) of the whole decode for ``rule="schedule"``, split
+        evenly over the blocks (a multiple of the number of blocks, at most
+        ``gen_length``); ``None``: ``gen_length`` (one token per forward).
+        Ignored by the other rules, which run a block until it has no masks.
+    rule : {"schedule", "threshold", "factor"}, default "schedule"
+        How many proposals a forward commits: LLaDA's fixed schedule (the top
+        k by confidence, k from ``steps``), Fast-dLLM's threshold rule (every
+        proposal with confidence >= ``threshold``, and at least the best one)
+        or Fast-dLLM's factor rule (the largest n with (n + 1)(1 - c_(n)) <=
+        ``factor``).
+    remasking : {"low_confidence", "random"}, default "low_confidence"
+        The score that ranks proposals: the softmax probability of the proposed
+        token, or a uniform draw (LLaDA's random remasking; ``rule="schedule"``
+        only, needs a generator).
+    temperature : float, default 0.0
+        Gumbel-max sampling temperature of the proposals; 0 is greedy (argmax).
+        Above 0 ``generate`` needs a ``torch.Generator``.
+    threshold : float, default 0.9
+        Confidence threshold of ``rule="threshold"``, in (0, 1].
+    factor : float, default 1.0
+        The f of ``rule="factor"``, > 0.
+    cache : {"none", "prefix", "dual"}, default "none"
+        Fast-dLLM's approximate KV cache, refreshed at each block's first
+        forward: ``"prefix"`` recomputes the block and everything after it,
+        ``"dual"`` only the block. Needs a denoiser with ``supports_cache``.
+    softmax_dtype : {"float64", "logits"}, default "float64"
+        Precision of the confidences: float64, or the logits' own dtype (as
+        the reference codes compute them).
+    speculate : {"none", "trajectory"}, default "none"
+        ``"trajectory"``: trajectory speculation over the threshold rule
+        (needs ``rule="threshold"``). Each forward verifies a tree of drafted
+        future states in one batched call and advances through every state it
+        confirms, so the tokens are the plain threshold decode's (with
+        ``lookahead`` "none" or "exact") and ``DecodeResult.nfe`` counts the
+        verify calls.
+    spec_budget : int, default 15
+        Drafted tree nodes per verify call besides the root (>= 0).
+    spec_low : float, default 0.1
+        Positions whose confidence is below this are never drafted as
+        committed, in [0, 1].
+    lookahead : {"none", "exact", "stale"}, default "exact"
+        Whether the tree may run past the end of the current block: no, only
+        through a refresh forward (exact: the same tokens), or against the
+        stale cache (cheaper, but the tokens may drift; needs a cache).
+    spec_verify : {"tree", "path"}, default "tree"
+        ``"tree"`` computes every row of a verify call (the method);
+        ``"path"`` only the rows the walk reads: the same tokens and counts in
+        less CPU time, for measuring forwards, not wall clock.
+
+    Raises
+    ------
+    ValueError
+        On a value outside its range or a combination that cannot run.
+
+    Examples
+    --------
+    LLaDA's schedule in blocks of 32, two tokens per forward, then
+    Fast-dLLM's threshold rule with its dual cache:
+
+    >>> DecodeConfig(gen_length=64, block_length=32, steps=32).steps_per_block
+    16
+    >>> DecodeConfig(gen_length=64, block_length=32, rule="threshold", cache="dual")
+    ... # doctest: +ELLIPSIS
+    DecodeConfig(gen_length=64, block_length=32, steps=64, rule='threshold', ...)
     """
 
     gen_length: int = DEFAULT_GEN_LENGTH
@@ -139,20 +210,55 @@ class DecodeConfig:
 
     @property
     def num_blocks(self) -> int:
+        """Blocks per decode: ``gen_length // block_length``."""
         return self.gen_length // self.block_length
 
     @property
     def steps_per_block(self) -> int:
+        """Forwards per block of ``rule="schedule"``: ``steps // num_blocks``."""
         return self.steps // self.num_blocks
 
     @property
     def needs_generator(self) -> bool:
+        """True iff the decode draws random numbers (temperature > 0 or random
+        remasking), so ``generate`` needs a ``torch.Generator``."""
         return self.temperature > 0 or self.remasking == "random"
 
 
 @dataclass
 class DecodeResult:
-    """What ``generate`` returns: tokens plus the decode trace and its costs."""
+    """What ``generate`` returns: the tokens, the decode's trace and its costs.
+
+    B is the batch, P the prompt length, G ``gen_length``. A forward is one
+    denoiser call (NFE); a row's NFE counts the forwards in which that row
+    still had masks in its current block, so a batched decode reports what
+    each row would cost alone.
+
+    Parameters
+    ----------
+    tokens : torch.Tensor
+        (B, P + G) long: the prompt followed by the generated tokens.
+    prompt_length : int
+        P, in tokens.
+    nfe : torch.Tensor
+        (B,) long: forwards (NFE) per row; with ``speculate="trajectory"`` the
+        row's verify calls.
+    n_forwards : int
+        Denoiser calls actually made for the whole batch (a batched forward
+        counts once).
+    token_forwards : torch.Tensor
+        (B,) long: positions computed for the row, summed over its forwards (a
+        full forward counts P + G, a cached window its width; a verify call
+        every row of its tree). The compute a KV cache saves shows here.
+    commit_step : torch.Tensor
+        (B, G) long: the row's step (1-based forward) that committed each
+        generated token; 0 for tokens given through ``init``.
+    committed_per_step : torch.Tensor
+        (B, max nfe) long: tokens committed by each of the row's forwards (0
+        past the row's last).
+    spec : SpecTrace or None, default None
+        The speculation trace with ``speculate="trajectory"``, else None.
+    """
 
     tokens: torch.Tensor  # (B, P + G)
     prompt_length: int
@@ -166,6 +272,7 @@ class DecodeResult:
 
     @property
     def generated(self) -> torch.Tensor:
+        """(B, G): the generated tokens, without the prompt."""
         return self.tokens[:, self.prompt_length:]  # (B, G)
 
     @property

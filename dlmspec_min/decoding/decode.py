@@ -99,15 +99,49 @@ def generate(
 ) -> DecodeResult:
     """Decode ``config.gen_length`` tokens after ``prompt`` (B, P) with one loop.
 
-    ``denoiser`` needs ``mask_id`` and ``logits(x) -> (B, L, V)``; with a cache
-    also ``supports_cache``, ``prefill`` and ``logits_window``. ``generator`` is
-    one ``torch.Generator`` (rows share a stream, so sampled rows depend on the
-    batch) or one per row (every row then decodes exactly as it would alone).
+    LLaDA's semi-autoregressive sampler with Fast-dLLM's rules and caches, and
+    trajectory speculation, chosen by ``config`` (see ``DecodeConfig``). Every
+    forward proposes a token for each masked position of the current block and
+    commits some of them; a block is done when it has no masks left.
 
-    ``init`` (B, G), optional: tokens already committed before decoding starts
-    (the mask id where nothing is), e.g. SSLD's accepted anchors. They are kept
-    as they are and never count as committed by a step (``commit_step`` 0); a
-    block with nothing masked costs no forward.
+    Parameters
+    ----------
+    denoiser : Denoiser
+        Anything with ``mask_id`` (int) and ``logits(x)``: (B, L) long ->
+        (B, L, V) position-aligned logits; with a cache also
+        ``supports_cache``, ``prefill`` and ``logits_window`` (``Denoiser``
+        provides them for the embedded model).
+    prompt : torch.Tensor
+        (B, P) long token ids; ``prompt[None]`` for a single sequence. Mask
+        tokens inside it are context, never decoded. Its device is the
+        decode's.
+    config : DecodeConfig or None, default None
+        The options; ``None``: ``DecodeConfig()`` (64 tokens, one block,
+        LLaDA's schedule at one token per forward, greedy).
+    generator : torch.Generator, sequence of torch.Generator, or None
+        Randomness, needed only when ``config.needs_generator``: one generator
+        (rows share its stream, so a sampled row depends on the batch) or one
+        per row (each row then decodes exactly as it would alone).
+    init : torch.Tensor or None, keyword-only, default None
+        (B, G) long: tokens already committed before decoding starts (the mask
+        id where nothing is), e.g. SSLD's accepted anchors. They are kept and
+        never count as committed by a step (``commit_step`` 0); a block with
+        nothing masked costs no forward.
+
+    Returns
+    -------
+    DecodeResult
+        The tokens (B, P + G) and the decode's costs: per-row forwards
+        (``nfe``), positions computed (``token_forwards``) and when each token
+        was committed.
+
+    Raises
+    ------
+    ValueError
+        On a prompt that is not a (B, P) long tensor, a cache the denoiser
+        does not support, a missing or misshapen generator, or a bad ``init``.
+    TypeError
+        When ``config`` is not a ``DecodeConfig``.
     """
     config = DecodeConfig() if config is None else config
     _check_inputs(denoiser, prompt, config)

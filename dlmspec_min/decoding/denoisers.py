@@ -139,7 +139,14 @@ def spec_for_config(config: dict) -> ModelSpec | None:
 
 
 class ModelNotAvailableError(FileNotFoundError):
-    """A model that is not on this machine and may not be downloaded here."""
+    """A model that is not on this machine and may not be downloaded here.
+
+    Raised by ``load_denoiser``: an embedded model that is not trained or
+    whose weights cannot be read, or a paper-scale model missing from the
+    local Hugging Face cache while downloads are off (``DLMSPEC_ALLOW_HUB``
+    is not ``1``). The message names the command that makes it available. A
+    subclass of ``FileNotFoundError``.
+    """
 
 
 def model_input_device(model) -> torch.device | None:
@@ -156,9 +163,33 @@ class Denoiser:
     """Wraps a model so that ``logits(x)`` is position-aligned, without gradients.
 
     Any model whose ``model(input_ids=x)`` returns ``.logits`` (B, L, V) fits:
-    ``AutoModelForMaskedLM`` (BERT, RoBERTa, ModernBERT, the embedded model) and
-    the LLaDA / Dream remote code. The model is put in eval mode. ``spec`` is the
-    registry entry a paper model was loaded by (its special ids), else None.
+    ``AutoModelForMaskedLM`` (BERT, RoBERTa, ModernBERT, the embedded model; a
+    masked LM is a one-step denoiser) and the LLaDA / Dream remote code. The
+    model is put in eval mode; inputs go to its input embeddings' device and
+    logits come back on the input's. A model with Fast-dLLM's approximate KV
+    cache (``supports_kv_cache``, ``prefill``, ``forward_window``, as
+    ``DLMForMaskedDiffusion``) can decode with ``DecodeConfig(cache=...)``.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        The masked model; ``model(input_ids=x)`` (B, L) long -> an output
+        with ``.logits`` (or a tuple whose first item is the logits), (B, L, V).
+    mask_id : int
+        The id of the mask token the decoder fills in (a BERT tokenizer's
+        ``mask_token_id``; LLaDA 126336).
+    shifted : bool, keyword-only, default False
+        True if the logits at position j predict token j + 1 (Dream): they are
+        shifted right by one so that they are position-aligned. A shifted
+        denoiser cannot use a KV cache.
+    vocab_size : int or None, keyword-only, default None
+        V; ``None``: the model config's ``vocab_size``.
+
+    Attributes
+    ----------
+    spec : ModelSpec or None
+        The registry entry a paper model was loaded by (its special ids), else
+        None.
     """
 
     spec: ModelSpec | None = None
@@ -242,7 +273,17 @@ class MDLMDenoiser(Denoiser):
     Its forward takes ``timesteps``. The released model is trained without time
     conditioning (config ``time_conditioning=False``: the backbone replaces sigma
     by zeros itself), so passing zeros is exact, not an approximation. A
-    time-conditioned checkpoint is refused. SUBS: the mask logit is set to -inf.
+    time-conditioned checkpoint is refused (``NotImplementedError``). SUBS: the
+    mask logit is set to -inf.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        MDLM's model (its remote code, loaded with ``AutoModelForMaskedLM``).
+    mask_id : int, default 50257
+        The mask id MDLM appends after GPT-2's 50257 tokens.
+    **kwargs
+        Passed to ``Denoiser`` (``shifted``, ``vocab_size``).
     """
 
     def __init__(self, model, mask_id: int = MDLM_MASK_ID, **kwargs):
@@ -441,7 +482,14 @@ def _device_map(device_map):
 
 
 def known_model_names() -> list[str]:
-    """Every name ``load_denoiser`` accepts besides a local directory."""
+    """Every name ``load_denoiser`` accepts besides a local directory.
+
+    Returns
+    -------
+    list of str
+        The embedded models (``dlmspec/small`` ... ``dlmspec/math/large``),
+        then the paper-scale denoisers (``GSAI-ML/LLaDA-8B-Base``, ...).
+    """
     paper = [n for n, spec in PAPER_MODELS.items() if spec.role == "denoiser"]
     return [*EMBEDDED_MODELS, *paper]
 
@@ -454,22 +502,55 @@ def load_denoiser(
     dtype: torch.dtype | str | None = None,
     device_map: str | dict | None = None,
 ):
-    """Load a denoiser and its tokenizer (None if none is saved with local weights).
+    """Load a denoiser and its tokenizer, without downloading unless allowed.
 
-    ``name_or_path``: an embedded model (``dlmspec/small|base|large``, or the
-    math world's ``dlmspec/math/small|base|large``, from ``files.models_dir()``),
-    a paper-scale model in ``PAPER_MODELS`` (from the local Hugging Face cache;
-    ``DLMSPEC_ALLOW_HUB=1`` allows downloading), or a local directory: one whose
-    ``config.json`` names LLaDA, Dream or MDLM (by ``model_type``,
-    ``architectures`` or ``auto_map``) loads as its registry entry (auto class,
-    mask id, shift; remote code only with
-    ``trust_remote_code=True``), any other with ``AutoModelForMaskedLM``.
+    Parameters
+    ----------
+    name_or_path : str or os.PathLike
+        One of three: an embedded model (``dlmspec/small|base|large``, or the
+        math world's ``dlmspec/math/small|base|large``, from the repository's
+        ``data/models`` or ``$DLMSPEC_DATA/models``); a paper-scale model of
+        ``known_model_names()`` (``GSAI-ML/LLaDA-8B-Base``, ...: from the local
+        Hugging Face cache; ``DLMSPEC_ALLOW_HUB=1`` allows downloading); or a
+        local directory. A directory whose ``config.json`` names LLaDA, Dream
+        or MDLM (by ``model_type``, ``architectures`` or ``auto_map``) loads
+        as that family (auto class, mask id, shift); any other loads with
+        ``AutoModelForMaskedLM`` and the tokenizer's mask id.
+    trust_remote_code : bool, keyword-only, default False
+        Must be True for a model that runs its own Python code (LLaDA, Dream,
+        MDLM); without it such a model is refused with ``ValueError``.
+    device : str or torch.device, keyword-only, default "cpu"
+        Where the model is moved after loading (when ``device_map`` is None).
+    dtype : torch.dtype, str or None, keyword-only, default None
+        A torch dtype or its name (``"float32"``, ``"bfloat16"``,
+        ``"float16"``); ``"none"``/None: the checkpoint's own, float32 for the
+        embedded models (stored in float16).
+    device_map : str, dict or None, keyword-only, default None
+        Given to ``from_pretrained``: ``"auto"`` shards a large model over the
+        GPUs (needs accelerate: the ``paper`` extra); ``"none"``/None: load,
+        then move to ``device``. A placed model is not moved, and ``Denoiser``
+        feeds it on its input embeddings' device.
 
-    ``dtype``: a torch dtype or its name (``"bfloat16"``; ``"none"``/None: the
-    checkpoint's own, float32 for the embedded models). ``device_map``: given to
-    ``from_pretrained`` (``"auto"`` shards a model over the GPUs with accelerate;
-    ``"none"``/None: load, then move to ``device``); a placed model is not moved,
-    and ``Denoiser`` feeds it on its input embeddings' device.
+    Returns
+    -------
+    tuple of (Denoiser, tokenizer or None)
+        The denoiser (an ``MDLMDenoiser`` for MDLM) and its tokenizer; the
+        tokenizer is None when a local directory holds none.
+
+    Raises
+    ------
+    ModelNotAvailableError
+        A model that is not on this machine (the message says how to get it).
+    ValueError
+        An unknown name, a remote-code model without
+        ``trust_remote_code=True``, a bad ``dtype``, or a judge (not a
+        denoiser).
+
+    Examples
+    --------
+    >>> denoiser, tokenizer = load_denoiser("dlmspec/small")  # doctest: +SKIP
+    >>> load_denoiser("GSAI-ML/LLaDA-8B-Base", trust_remote_code=True,
+    ...               device="cuda", dtype="bfloat16")  # doctest: +SKIP
     """
     name = str(name_or_path)
     dtype, device_map = _torch_dtype(dtype), _device_map(device_map)

@@ -30,6 +30,45 @@ KVCache = list[tuple[torch.Tensor, torch.Tensor]]  # per layer: (B, nh, L, hd) t
 
 
 class DLMConfig(PretrainedConfig):
+    """Configuration of the embedded model (``model_type="dlmspec"``).
+
+    Registered with transformers' ``AutoConfig`` on import, so a folder saved
+    with ``save_pretrained`` loads with ``AutoModelForMaskedLM`` or
+    ``load_denoiser``. Sizes are in tokens (vocabulary, positions) or features.
+
+    Parameters
+    ----------
+    vocab_size : int, default 8192
+        V, tokens of the vocabulary.
+    hidden_size : int, default 256
+        Width D of the residual stream; divisible by ``num_attention_heads``.
+    num_hidden_layers : int, default 4
+        Transformer blocks.
+    num_attention_heads : int, default 4
+        Attention heads per block (head size ``hidden_size // heads``).
+    intermediate_size : int, default 768
+        Hidden width of each SwiGLU feed-forward.
+    max_position_embeddings : int, default 256
+        Longest sequence (prompt + generated tokens) the model accepts.
+    rope_theta : float, default 10000.0
+        Base of the rotary position frequencies.
+    rms_norm_eps : float, default 1e-5
+        Epsilon of the RMS norms.
+    initializer_range : float, default 0.02
+        Standard deviation of the initial weights.
+    mask_token_id : int, default 4
+        The mask token; ``load_denoiser`` gives it to the ``Denoiser``.
+    pad_token_id : int, default 0
+        Padding token.
+    bos_token_id : int, default 2
+        Start token; the embedded models were trained on sequences that begin
+        with it, so a prompt should too.
+    eos_token_id : int, default 3
+        End token.
+    **kwargs
+        Passed to ``transformers.PretrainedConfig``.
+    """
+
     model_type = "dlmspec"
 
     def __init__(
@@ -134,7 +173,19 @@ class Block(nn.Module):
 
 
 class DLMForMaskedDiffusion(PreTrainedModel):
-    """Bidirectional transformer returning logits for every position."""
+    """The embedded LLaDA-style model: a bidirectional transformer, logits everywhere.
+
+    Pre-RMSNorm blocks with rotary positions and SwiGLU, no causal mask, the
+    output head tied to the input embedding (LLaDA, Nie et al., 2025). It has
+    Fast-dLLM's approximate KV cache (``prefill``, ``forward_window``), so
+    ``Denoiser(model, config.mask_token_id)`` decodes it with any
+    ``DecodeConfig.cache``.
+
+    Parameters
+    ----------
+    config : DLMConfig
+        Its sizes and special ids.
+    """
 
     config_class = DLMConfig
     base_model_prefix = "dlm"
@@ -186,7 +237,25 @@ class DLMForMaskedDiffusion(PreTrainedModel):
         output_mask: torch.Tensor | None = None,
         **kwargs,
     ):
-        """Logits (B, L, V); with a bool ``output_mask`` (B, L), only there: (N, V)."""
+        """Logits (B, L, V); with a bool ``output_mask`` (B, L), only there: (N, V).
+
+        Parameters
+        ----------
+        input_ids : torch.Tensor
+            (B, L) long token ids, L at most ``max_position_embeddings``.
+        labels : torch.Tensor or None
+            (B, L) long targets (-100: ignored); then ``loss`` is their mean
+            cross-entropy.
+        output_mask : torch.Tensor or None
+            (B, L) bool: compute the head only where True (training).
+        **kwargs
+            Ignored (what transformers' callers pass besides).
+
+        Returns
+        -------
+        transformers.modeling_outputs.MaskedLMOutput
+            ``logits`` and ``loss`` (None without ``labels``).
+        """
         logits, _ = self._run(input_ids, output_mask=output_mask)
         loss = None
         if labels is not None:
@@ -204,14 +273,38 @@ class DLMForMaskedDiffusion(PreTrainedModel):
 
     @torch.no_grad()
     def prefill(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, KVCache]:
-        """Full forward; returns logits (B, L, V) and every layer's keys/values."""
+        """Full forward; returns logits (B, L, V) and every layer's keys/values.
+
+        Parameters
+        ----------
+        input_ids : torch.Tensor
+            (B, L) long token ids.
+
+        Returns
+        -------
+        tuple of (torch.Tensor, list of (torch.Tensor, torch.Tensor))
+            The logits (B, L, V) and, per layer, keys and values (B, heads, L,
+            head size): the cache ``forward_window`` reads.
+        """
         return self._run(input_ids)
 
     @torch.no_grad()
     def forward_window(
         self, window_ids: torch.Tensor, start: int, cache: KVCache
     ) -> torch.Tensor:
-        """Logits (B, W, V) for positions [start, start + W); the rest cached."""
+        """Logits (B, W, V) for positions [start, start + W); the rest cached.
+
+        Parameters
+        ----------
+        window_ids : torch.Tensor
+            (B, W) long token ids of the recomputed positions.
+        start : int
+            Position of the window's first token.
+        cache : list of (torch.Tensor, torch.Tensor)
+            ``prefill``'s keys and values; the window attends to its own fresh
+            keys/values and to the cached ones everywhere else (Fast-dLLM's
+            prefix cache when the window runs to the end, dual cache otherwise).
+        """
         logits, _ = self._run(window_ids, start=start, cache=cache)
         return logits
 

@@ -68,7 +68,24 @@ KINDS = ("full", "refresh", "window", "stale")  # how a row is computed
 
 @dataclass
 class SpecTrace:
-    """What speculation adds to a ``DecodeResult`` (one list entry per row)."""
+    """What trajectory speculation adds to a ``DecodeResult`` (its ``spec``).
+
+    The base policy F is the plain threshold decode the speculation follows; a
+    verify call is one forward (one NFE) over a tree of drafted states.
+
+    Parameters
+    ----------
+    trajectory_step : torch.Tensor
+        (B, G) long: the base-policy step (1-based, F's own forward count)
+        that committed each generated token; 0 for tokens given through
+        ``init``.
+    steps_per_verify : list of list of int
+        Per row, per verify call: base-policy steps it advanced (>= 1; the
+        speedup in forwards is their mean).
+    rows_per_verify : list of list of int
+        Per row, per verify call: states it verified (the root and the
+        drafted nodes), the batch size of that forward.
+    """
 
     trajectory_step: torch.Tensor  # (B, G) base-policy step committing each token
     steps_per_verify: list[list[int]]  # base-policy steps advanced per verify call
@@ -76,6 +93,7 @@ class SpecTrace:
 
     @property
     def mean_steps_per_verify(self) -> float:
+        """Base-policy steps per verify call over every row's calls (NaN if none)."""
         steps = [s for row in self.steps_per_verify for s in row]
         return float(np.mean(steps)) if steps else math.nan
 

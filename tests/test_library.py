@@ -1,0 +1,308 @@
+"""The decoder as a library: its public API, the core install and the wheel.
+
+``pip install .`` installs the core requirements only (pyproject.toml's
+``dependencies``); everything else is an extra. These tests check that
+
+- ``dlmspec_min.decoding`` exports a documented ``__all__`` (every name has a
+  docstring that names each of its parameters) and loads lazily;
+- every import of ``decoding/`` (read with ``ast``, the ones inside functions
+  included) is the standard library, the package itself, or a module of a
+  distribution in the dependency closure of the core requirements, read from
+  the installed metadata;
+- the wheel lists only the core requirements without an extra marker and
+  holds the decoding package and ``py.typed``;
+- a fresh virtual environment with only torch and that wheel loads an
+  embedded model by folder and decodes it, and holds nothing but the core's
+  closure (transformers' optional packages, which it imports only when they
+  happen to be installed, are absent there).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.metadata as md
+import inspect
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import dlmspec_min.decoding as decoding
+
+ROOT = Path(__file__).resolve().parents[1]
+DECODING = ROOT / "dlmspec_min" / "decoding"
+SMALL = ROOT / "data" / "models" / "small"
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+CORE = PROJECT["dependencies"]
+TORCH_PIN = "torch==2.13.0"
+
+
+def _name(requirement: str) -> str:
+    return _canonical(re.split(r"[=<>!~\[ ;(]", requirement.strip(), maxsplit=1)[0])
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# --- the public API ---------------------------------------------------------------
+
+EXPECTED_API = {
+    "generate", "DecodeConfig", "DecodeResult", "SpecTrace", "Denoiser",
+    "MDLMDenoiser", "load_denoiser", "known_model_names", "ModelNotAvailableError",
+    "DLMConfig", "DLMForMaskedDiffusion",
+}
+
+
+def test_all_is_the_deliberate_short_list():
+    assert set(decoding.__all__) == EXPECTED_API
+    assert len(decoding.__all__) == len(set(decoding.__all__))
+
+
+def _documented_parameters(obj) -> list[str]:
+    """The parameters a caller passes: a function's, or a class's own __init__'s."""
+    if inspect.isclass(obj):
+        init = obj.__dict__.get("__init__")
+        if init is None and "__dataclass_fields__" in obj.__dict__:
+            init = obj.__init__  # a dataclass's generated __init__: its fields
+        if init is None:
+            return []  # inherits its constructor (an exception)
+        target = init
+    else:
+        target = obj
+    params = inspect.signature(target).parameters.values()
+    return [p.name for p in params if p.name != "self"]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_API))
+def test_every_exported_name_is_documented(name):
+    obj = getattr(decoding, name)
+    doc = inspect.getdoc(obj) or ""
+    assert len(doc.split()) >= 10, f"{name} has no real docstring"
+    assert obj.__module__.startswith("dlmspec_min.decoding."), obj.__module__
+    for param in _documented_parameters(obj):
+        shown = f"**{param}" if param == "kwargs" else param
+        assert re.search(rf"(^|\s){re.escape(shown)}\b", doc, re.M), (
+            f"{name}'s docstring does not document its parameter {param!r}"
+        )
+    if "Parameters" in doc or _documented_parameters(obj):
+        assert "Parameters\n----------" in doc, (
+            f"{name}: document parameters in the NumPy style (a Parameters section)"
+        )
+
+
+def test_internal_names_stay_importable_but_unexported():
+    from dlmspec_min.decoding.speculate import decode_trajectory
+    from dlmspec_min.decoding.steps import transfer_index
+
+    assert callable(transfer_index) and callable(decode_trajectory)
+    assert "transfer_index" not in decoding.__all__
+    with pytest.raises(AttributeError, match="no attribute 'transfer_index'"):
+        decoding.transfer_index  # noqa: B018
+    assert EXPECTED_API <= set(dir(decoding))
+
+
+def test_importing_the_package_loads_nothing_heavy():
+    """The names load on first access: importing the package (as the runner's
+    argument checks do) does not import torch."""
+    code = ("import sys, dlmspec_min.decoding as d; "
+            "assert 'torch' not in sys.modules, 'torch loaded'; "
+            "d.DecodeConfig; assert 'torch' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_py_typed_ships_with_the_package():
+    assert (ROOT / "dlmspec_min" / "py.typed").is_file()
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "py.typed" in data["tool"]["setuptools"]["package-data"]["dlmspec_min"]
+
+
+# --- the core requirements cover the decoder's imports ----------------------------
+
+
+def _imports(path: Path) -> set[str]:
+    """Top-level modules a file imports (absolute imports only), lazy ones too."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _core_closure() -> set[str]:
+    """Canonical names of the core requirements and everything they require,
+    following only requirements without a marker that excludes them here (an
+    extra is never asked for)."""
+    from packaging.requirements import Requirement
+
+    closure, todo = set(), [Requirement(r) for r in CORE]
+    while todo:
+        req = todo.pop()
+        name = _canonical(req.name)
+        if name in closure:
+            continue
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        closure.add(name)
+        try:
+            requires = md.requires(req.name) or []
+        except md.PackageNotFoundError:
+            pytest.fail(f"{req.name}, required by the core, is not installed")
+        todo.extend(Requirement(r) for r in requires)
+    return closure
+
+
+def test_core_closure_provides_every_import_of_the_decoder():
+    closure = _core_closure()
+    providers = md.packages_distributions()  # top-level module -> distributions
+    imports = set().union(*(_imports(f) for f in DECODING.glob("*.py")))
+    assert {"torch", "transformers", "numpy"} <= imports  # the parse saw them
+    outside = {}
+    for module in sorted(imports):
+        if module in sys.stdlib_module_names or module in ("dlmspec_min", "__future__"):
+            continue
+        dists = {_canonical(d) for d in providers.get(module, [])}
+        if not dists & closure:
+            outside[module] = sorted(dists) or "not installed"
+    assert not outside, (
+        f"decoding/ imports modules outside the core requirements' closure: "
+        f"{outside}; add their distribution to pyproject.toml's dependencies"
+    )
+    # the extras are not part of it: the test would notice a leak
+    assert not {"jupyter-book", "papermill", "accelerate", "pytest"} & closure
+
+
+def test_the_public_api_loads_an_embedded_model_and_decodes_it():
+    denoiser, tokenizer = decoding.load_denoiser("dlmspec/small")
+    by_folder, _ = decoding.load_denoiser(SMALL)
+    ids = tokenizer.encode("The jury said", add_special_tokens=False)
+    prompt = torch.tensor([[tokenizer.bos_token_id, *ids]])
+    config = decoding.DecodeConfig(gen_length=16, block_length=8, rule="threshold",
+                                   cache="dual")
+    out = decoding.generate(denoiser, prompt, config)
+    assert isinstance(out, decoding.DecodeResult)
+    assert out.generated.shape == (1, 16)
+    assert not bool((out.generated == denoiser.mask_id).any())
+    again = decoding.generate(by_folder, prompt, config)
+    assert torch.equal(out.tokens, again.tokens)
+    spec = decoding.generate(by_folder, prompt, decoding.DecodeConfig(
+        gen_length=16, block_length=8, rule="threshold", cache="dual",
+        speculate="trajectory"))
+    assert torch.equal(spec.tokens, out.tokens)
+    assert isinstance(spec.spec, decoding.SpecTrace)
+    assert int(spec.nfe[0]) <= int(out.nfe[0])
+
+
+# --- the wheel ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel, built from a copy of the sources (setuptools writes build/ and
+    egg-info next to them) without build isolation, so offline."""
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "dlmspec_min", src / "dlmspec_min",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+         "--no-build-isolation", "-w", str(out), str(src)],
+        check=True, cwd=src,
+    )
+    (found,) = out.glob("dlmspec_min-*.whl")
+    return found
+
+
+def test_wheel_requires_only_the_core_and_holds_the_decoder(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        metadata = z.read(meta).decode()
+    requires = [line.split(":", 1)[1].strip() for line in metadata.splitlines()
+                if line.startswith("Requires-Dist:")]
+    unconditional = [r for r in requires if ";" not in r]
+    assert sorted(unconditional) == sorted(CORE)
+    extras = PROJECT["optional-dependencies"]
+    conditional = sorted(r for r in requires if ";" in r)
+    assert conditional == sorted(f'{d}; extra == "{e}"'
+                                 for e, deps in extras.items() for d in deps)
+    assert all(re.search(r'; extra == "\w+"$', r) for r in conditional)
+    for f in DECODING.glob("*.py"):
+        assert f"dlmspec_min/decoding/{f.name}" in names
+    assert "dlmspec_min/py.typed" in names
+
+
+# --- a fresh environment with the core only ---------------------------------------
+
+
+def _pip_install(pip: list[str], what: str):
+    run = subprocess.run([*pip, what], capture_output=True, text=True)
+    if run.returncode:
+        pytest.fail(
+            f"pip could not install {what} into the fresh environment; it needs the "
+            "package index make uses (PyPI, or the local mirror pip is configured "
+            f"with). pip said: {run.stderr.strip()[-1200:]}"
+        )
+
+
+def test_a_fresh_core_environment_decodes_the_embedded_model(wheel, tmp_path):
+    """pip install torch==2.13.0 (the CPU build, first), then the wheel, into an
+    empty venv: about 40 s here. Needs the package index (PyPI or the local
+    mirror pip is configured with), as make does; without one it fails and says
+    so."""
+    env_dir = tmp_path / "core"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    _pip_install(pip, TORCH_PIN)  # first: an unpinned resolve may pick a CUDA build
+    _pip_install(pip, str(wheel))
+    check = f"""
+import importlib.metadata as md, importlib.util, json, sys, torch
+from dlmspec_min.decoding import DecodeConfig, generate, load_denoiser
+den, tok = load_denoiser({str(SMALL)!r})
+ids = tok.encode("The jury said", add_special_tokens=False)
+prompt = torch.tensor([[tok.bos_token_id, *ids]])
+out = generate(den, prompt, DecodeConfig(gen_length=16, block_length=8,
+               rule="threshold", cache="dual"))
+absent = [m for m in ("accelerate", "scipy", "PIL", "jupyter_core", "pandas",
+                      "datasets", "papermill", "pytest")
+          if importlib.util.find_spec(m) is not None]
+print(json.dumps({{"tokens": out.tokens[0].tolist(), "present": absent,
+                   "dists": sorted(d.metadata["Name"] for d in md.distributions())}}))
+"""
+    run = subprocess.run([str(py), "-c", check], capture_output=True, text=True,
+                         cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["present"] == [], f"optional packages in a core install: {got}"
+    seeded = {"pip", "setuptools"}  # what venv puts in (torch requires setuptools)
+    installed = {_canonical(d) for d in got["dists"]} - seeded
+    expected = (_core_closure() | {"dlmspec-min"}) - seeded
+    assert installed == expected, sorted(installed ^ expected)
+    # the same tokens as this environment's decode of the same folder
+    den, tok = decoding.load_denoiser(SMALL)
+    ids = tok.encode("The jury said", add_special_tokens=False)
+    here = decoding.generate(den, torch.tensor([[tok.bos_token_id, *ids]]),
+                             decoding.DecodeConfig(gen_length=16, block_length=8,
+                                                   rule="threshold", cache="dual"))
+    assert got["tokens"] == here.tokens[0].tolist()
+
+
+def test_core_requirements_import_in_this_environment():
+    for req in CORE:
+        module = {"huggingface-hub": "huggingface_hub"}.get(_name(req), _name(req))
+        importlib.import_module(module)
