@@ -107,14 +107,18 @@ class DecodeConfig:
 
     Examples
     --------
-    LLaDA's schedule in blocks of 32, two tokens per forward, then
-    Fast-dLLM's threshold rule with its dual cache:
+    LLaDA's schedule in blocks of 32, two tokens per forward:
 
     >>> DecodeConfig(gen_length=64, block_length=32, steps=32).steps_per_block
     16
-    >>> DecodeConfig(gen_length=64, block_length=32, rule="threshold", cache="dual")
-    ... # doctest: +ELLIPSIS
-    DecodeConfig(gen_length=64, block_length=32, steps=64, rule='threshold', ...)
+
+    Fast-dLLM's threshold rule with its dual cache, and trajectory
+    speculation over it:
+
+    >>> fast = DecodeConfig(gen_length=64, block_length=32, rule="threshold",
+    ...                     cache="dual")
+    >>> spec = DecodeConfig(gen_length=64, block_length=32, rule="threshold",
+    ...                     cache="dual", speculate="trajectory")
     """
 
     gen_length: int = DEFAULT_GEN_LENGTH
@@ -210,12 +214,12 @@ class DecodeConfig:
 
     @property
     def num_blocks(self) -> int:
-        """Blocks per decode: ``gen_length // block_length``."""
+        """The number of blocks per decode, ``gen_length // block_length``."""
         return self.gen_length // self.block_length
 
     @property
     def steps_per_block(self) -> int:
-        """Forwards per block of ``rule="schedule"``: ``steps // num_blocks``."""
+        """The forwards per block of ``rule="schedule"``, ``steps // num_blocks``."""
         return self.steps // self.num_blocks
 
     @property
