@@ -306,3 +306,16 @@ def test_core_requirements_import_in_this_environment():
     for req in CORE:
         module = {"huggingface-hub": "huggingface_hub"}.get(_name(req), _name(req))
         importlib.import_module(module)
+
+
+def test_the_readme_example_runs():
+    """README's library section: its Python example decodes as written."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Using the decoder as a library", 1)[1].split("\n## ", 1)[0]
+    (example,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert "from dlmspec_min.decoding import" in example
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    run = subprocess.run([sys.executable, "-c", example], capture_output=True,
+                         text=True, cwd=ROOT, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "tensor([" in run.stdout  # the forwards it took
