@@ -21,10 +21,11 @@ def _pyproject():
 
 
 def _pyproject_deps():
-    """The core requirements and every extra's: what make installs."""
+    """The core requirements and every extra's: what make installs (a package
+    two extras need, accelerate, once)."""
     project = _pyproject()
     extras = project["optional-dependencies"].values()
-    return [*project["dependencies"], *(d for deps in extras for d in deps)]
+    return sorted({*project["dependencies"], *(d for deps in extras for d in deps)})
 
 
 def test_environment_yml_matches_pyproject():
