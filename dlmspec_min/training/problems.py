@@ -179,6 +179,77 @@ GROUP = (2, 12)  # the size of a group (a bag, a day's amount)
 
 
 @dataclass(frozen=True)
+class Dials:
+    """What a world of this grammar draws from: its dials (issue 34).
+
+    ``templates`` names the templates the world uses (None: every one);
+    ``names``, ``objects`` and ``containers`` how many of the word lists' first
+    entries it draws from; the step and number ranges bound its arithmetic;
+    ``max_question_tokens`` and ``max_solution_tokens`` its row layout (a longer
+    problem is drawn again). ``LANDED`` is the first world, every dial at the
+    module's constants; other worlds change some dials and keep every role exact.
+    """
+
+    templates: frozenset[str] | None = None
+    names: int = len(NAMES)
+    objects: int = len(OBJECTS)
+    containers: int = len(CONTAINERS)
+    min_steps: int = MIN_STEPS
+    max_steps: int = MAX_STEPS
+    start: tuple[int, int] = START
+    add: tuple[int, int] = ADD
+    factor: tuple[int, int] = FACTOR
+    group: tuple[int, int] = GROUP
+    max_value: int = MAX_VALUE
+    max_question_tokens: int = MAX_QUESTION_TOKENS
+    max_solution_tokens: int = MAX_SOLUTION_TOKENS
+
+    def __post_init__(self):
+        unknown = set(self.templates or ()) - set(TEMPLATES)
+        if unknown:
+            raise ValueError(f"unknown templates {sorted(unknown)}; known: "
+                             f"{sorted(TEMPLATES)}")
+        if self.templates is not None:
+            for part, names in (("opening", OPENINGS), ("event", EVENTS),
+                                ("question", QUESTIONS)):
+                if not self.templates & set(names):
+                    raise ValueError(f"a world needs at least one {part} template")
+        for dial, n, most in (("names", self.names, len(NAMES)),
+                              ("objects", self.objects, len(OBJECTS)),
+                              ("containers", self.containers, len(CONTAINERS))):
+            if not (2 if dial == "names" else 1) <= n <= most:
+                raise ValueError(f"{dial} must be in [1, {most}] (names: at least "
+                                 f"2, a question may name two people), got {n}")
+        if not MIN_STEPS <= self.min_steps <= self.max_steps <= MAX_STEPS:
+            raise ValueError(f"steps must satisfy {MIN_STEPS} <= min_steps <= "
+                             f"max_steps <= {MAX_STEPS}, got {self.min_steps}, "
+                             f"{self.max_steps}")
+        for dial in ("start", "add", "factor", "group"):
+            lo, hi = getattr(self, dial)
+            if not 1 <= lo <= hi <= self.max_value:
+                raise ValueError(f"{dial} must be a range 1 <= lo <= hi <= max_value, "
+                                 f"got {(lo, hi)}")
+
+    @property
+    def name_list(self) -> tuple[str, ...]:
+        return NAMES[: self.names]
+
+    @property
+    def object_list(self) -> tuple[str, ...]:
+        return OBJECTS[: self.objects]
+
+    @property
+    def container_list(self) -> tuple[str, ...]:
+        return CONTAINERS[: self.containers]
+
+    def uses(self, template: str) -> bool:
+        return self.templates is None or template in self.templates
+
+
+LANDED = Dials()  # the first world (2026-12-02 to 2026-12-04), every dial as written
+
+
+@dataclass(frozen=True)
 class Problem:
     """One generated problem: words with their roles, and the answer."""
 
@@ -238,51 +309,53 @@ def _divisors(v: int, lo: int, hi: int) -> list[int]:
     return [d for d in range(lo, hi + 1) if v % d == 0]
 
 
-def _event_numbers(kind: str, v: int, rng: random.Random) -> dict | None:
+def _event_numbers(kind: str, v: int, rng: random.Random,
+                   d: Dials = LANDED) -> dict | None:
     """Numbers for one event on count ``v``: {n, m, k, r}, or None if impossible."""
     op = kind.split("_")[0]
     if op == "add":
-        n = rng.randint(*ADD)
+        n = rng.randint(*d.add)
         return dict(n=n, r=v + n)
     if op == "sub":
         if v < 2:
             return None
-        n = rng.randint(1, min(v - 1, ADD[1]))
+        n = rng.randint(1, min(v - 1, d.add[1]))
         return dict(n=n, r=v - n)
     if op == "mul":
-        n = rng.randint(*FACTOR)
-        return dict(n=n, r=v * n) if v * n <= MAX_VALUE else None
+        n = rng.randint(*d.factor)
+        return dict(n=n, r=v * n) if v * n <= d.max_value else None
     if op == "div":
-        ds = _divisors(v, *FACTOR)
+        ds = _divisors(v, *d.factor)
         if not ds:
             return None
         n = rng.choice(ds)
         return dict(n=n, k=n - 1, r=v // n)
     if op in ("addmul", "submul"):
-        m, n = rng.randint(*FACTOR), rng.randint(*GROUP)
+        m, n = rng.randint(*d.factor), rng.randint(*d.group)
         k = m * n
         r = v + k if op == "addmul" else v - k
-        return dict(m=m, n=n, k=k, r=r) if 0 <= r <= MAX_VALUE else None
+        return dict(m=m, n=n, k=k, r=r) if 0 <= r <= d.max_value else None
     raise ValueError(f"unknown event kind {kind!r}")
 
 
-def _question_numbers(kind: str, v: int, rng: random.Random) -> dict | None:
+def _question_numbers(kind: str, v: int, rng: random.Random,
+                      d: Dials = LANDED) -> dict | None:
     if kind == "ask_groups":
-        ds = _divisors(v, *FACTOR)
+        ds = _divisors(v, *d.factor)
         return dict(n=(n := rng.choice(ds)), r=v // n) if ds else None
     if kind in ("ask_more", "ask_together"):
-        n = rng.randint(*ADD)
+        n = rng.randint(*d.add)
         return dict(n=n, r=v + n)
     if kind == "ask_fewer":
         if v < 2:
             return None
-        n = rng.randint(1, min(v - 1, ADD[1]))
+        n = rng.randint(1, min(v - 1, d.add[1]))
         return dict(n=n, r=v - n)
     if kind == "ask_double":
-        n = rng.randint(*FACTOR)
-        return dict(n=n, r=v * n) if v * n <= MAX_VALUE else None
+        n = rng.randint(*d.factor)
+        return dict(n=n, r=v * n) if v * n <= d.max_value else None
     if kind == "ask_need":
-        n = v + rng.randint(*ADD)
+        n = v + rng.randint(*d.add)
         return dict(n=n, r=n - v)
     return dict(r=v)
 
@@ -291,50 +364,69 @@ def _steps(template: tuple[str, list[str]]) -> int:
     return sum("=" in line.split() for line in template[1])
 
 
-def allowed_templates(split: str) -> dict[str, set[str]]:
+def allowed_templates(split: str, dials: Dials = LANDED) -> dict[str, set[str]]:
     """Per part (openings, events, questions): the template names a split may use.
 
-    ``"train"`` and ``"test"`` leave ``UNSEEN_TEMPLATES`` out; ``"unseen"`` allows
-    every template (and ``generate`` then requires at least one unseen one).
+    Only the world's templates (``dials.templates``); ``"train"`` and ``"test"``
+    leave ``UNSEEN_TEMPLATES`` out; ``"unseen"`` allows every template of the
+    world (and ``generate`` then requires at least one unseen one).
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     keep = (lambda t: True) if split == "unseen" else (
         lambda t: t not in UNSEEN_TEMPLATES)
-    return {part: {t for t in names if keep(t)}
-            for part, names in (("open", OPENINGS), ("event", EVENTS),
-                                ("ask", QUESTIONS))}
+    allowed = {part: {t for t in names if keep(t) and dials.uses(t)}
+               for part, names in (("open", OPENINGS), ("event", EVENTS),
+                                   ("ask", QUESTIONS))}
+    empty = [part for part, names in allowed.items() if not names]
+    if empty:
+        raise ValueError(f"this world has no {split!r} templates for {empty} "
+                         "(every template of that part is unseen or unused)")
+    return allowed
 
 
 SPLITS = ("train", "test", "unseen")
 
 
 def generate(rng: random.Random, split: str = "train",
-             steps: int | None = None) -> Problem:
-    """One problem drawn with ``rng``; ``steps`` fixes the arithmetic steps (1-4)."""
-    allowed = allowed_templates(split)
+             steps: int | None = None, dials: Dials = LANDED) -> Problem:
+    """One problem drawn with ``rng`` in the world ``dials``; ``steps`` fixes the
+    arithmetic steps (within the world's range)."""
+    allowed = allowed_templates(split, dials)
     parts = {k: sorted(v) for k, v in allowed.items()}
-    if steps is not None and not MIN_STEPS <= steps <= MAX_STEPS:
-        raise ValueError(f"steps must be in [{MIN_STEPS}, {MAX_STEPS}], got {steps}")
-    want = steps or rng.randint(MIN_STEPS, MAX_STEPS)
-    while True:  # rejection: draw until the steps add up and every number fits
-        problem = _attempt(rng, parts, want)
+    if steps is not None and not dials.min_steps <= steps <= dials.max_steps:
+        raise ValueError(f"steps must be in [{dials.min_steps}, {dials.max_steps}], "
+                         f"got {steps}")
+    want = steps or rng.randint(dials.min_steps, dials.max_steps)
+    if split == "unseen" and not UNSEEN_TEMPLATES & set().union(*allowed.values()):
+        raise ValueError("this world uses no unseen template")
+    for _ in range(MAX_ATTEMPTS):  # rejection: until the steps add up, numbers fit
+        problem = _attempt(rng, parts, want, dials)
         if problem is None:
             continue
         if split == "unseen" and not UNSEEN_TEMPLATES & set(problem.templates):
             continue
         return problem
+    raise ValueError(f"no {want}-step problem of this world fits its dials after "
+                     f"{MAX_ATTEMPTS} draws ({dials})")
 
 
-def _attempt(rng: random.Random, parts: dict, want: int) -> Problem | None:
-    p, o = rng.choice(NAMES), rng.choice(OBJECTS)
-    q = rng.choice([n for n in NAMES if n != p])
-    c = rng.choice(CONTAINERS)
+MAX_ATTEMPTS = 100_000  # draws before a world is declared unable to make a problem
+
+
+def _attempt(rng: random.Random, parts: dict, want: int,
+             d: Dials = LANDED) -> Problem | None:
+    names = d.name_list
+    p, o = rng.choice(names), rng.choice(d.object_list)
+    q = rng.choice([n for n in names if n != p])
+    c = rng.choice(d.container_list)
     base = dict(p=p, q=q, o=o, c=c)
     chosen = [rng.choice(parts["open"])]
     ask = rng.choice(parts["ask"])
     budget = want - _steps(TEMPLATES[chosen[0]]) - _steps(TEMPLATES[ask])
     while budget > 0:
+        if all(_steps(TEMPLATES[e]) > budget for e in parts["event"]):
+            return None  # no event of this world fits what is left
         event = rng.choice(parts["event"])
         if _steps(TEMPLATES[event]) > budget:
             continue
@@ -349,15 +441,15 @@ def _attempt(rng: random.Random, parts: dict, want: int) -> Problem | None:
         q_text, s_lines = TEMPLATES[name]
         if i == 0:
             if s_lines:
-                m, n = rng.randint(*FACTOR), rng.randint(*GROUP)
+                m, n = rng.randint(*d.factor), rng.randint(*d.group)
                 nums = dict(m=m, n=n, r=m * n)
             else:
-                nums = dict(a=(a := rng.randint(*START)), r=a)
+                nums = dict(a=(a := rng.randint(*d.start)), r=a)
         elif i == len(chosen) - 1:
-            nums = _question_numbers(name, v, rng)
+            nums = _question_numbers(name, v, rng, d)
         else:
-            nums = _event_numbers(name, v, rng)
-        if nums is None or not 0 <= nums["r"] <= MAX_VALUE:
+            nums = _event_numbers(name, v, rng, d)
+        if nums is None or not 0 <= nums["r"] <= d.max_value:
             return None
         slots = {**base, **nums, "v": v}
         question += fill(q_text, slots)
@@ -365,16 +457,18 @@ def _attempt(rng: random.Random, parts: dict, want: int) -> Problem | None:
             solution += fill(line, slots)
         v = nums["r"]
     solution += fill(f"{ANSWER_MARK} {{r}}", {"r": v})
-    if (n_tokens(question) > MAX_QUESTION_TOKENS
-            or n_tokens(solution) > MAX_SOLUTION_TOKENS):
+    if (n_tokens(question) > d.max_question_tokens
+            or n_tokens(solution) > d.max_solution_tokens):
         return None
     return Problem(tuple(question), tuple(solution), v, tuple(chosen), want)
 
 
-def problems(seed: int | str, n: int, split: str = "train") -> list[Problem]:
-    """``n`` problems from a generator seeded with ``seed`` (an int or a string)."""
+def problems(seed: int | str, n: int, split: str = "train",
+             dials: Dials = LANDED) -> list[Problem]:
+    """``n`` problems of the world ``dials`` from a generator seeded with ``seed``
+    (an int or a string)."""
     rng = random.Random(seed)
-    return [generate(rng, split) for _ in range(n)]
+    return [generate(rng, split, dials=dials) for _ in range(n)]
 
 
 # Seeds: training draws each step's problems from ``train_seed(seed, step)``;

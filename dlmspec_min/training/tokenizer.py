@@ -214,15 +214,10 @@ def train_math_tokenizer(texts, vocab_size: int = MATH_VOCAB_SIZE):
     digit is dropped and the twenty digit pieces are added, so WordPiece's
     longest-match spells any number digit by digit. ``####`` is one added token.
     """
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, trainers
-    from tokenizers import pre_tokenizers as pre
-
-    def pre_tokenizer():
-        return pre.Sequence([pre.WhitespaceSplit(),
-                             pre.Split(Regex(MATH_SPLIT_PUNCT), "isolated")])
+    from tokenizers import Tokenizer, models, trainers
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizer()
+    tok.pre_tokenizer = _math_pre_tokenizer()
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, min_frequency=1
     )
@@ -230,11 +225,30 @@ def train_math_tokenizer(texts, vocab_size: int = MATH_VOCAB_SIZE):
                             trainer=trainer)
     learned = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
     kept = [p for p, _ in learned if not any(ch.isdigit() for ch in p)]
-    vocab = {p: i for i, p in enumerate(
-        [*kept, *DIGITS, *(f"##{d}" for d in DIGITS)])}
+    return _math_tokenizer([*kept, *DIGITS, *(f"##{d}" for d in DIGITS)])
+
+
+def _math_pre_tokenizer():
+    from tokenizers import Regex
+    from tokenizers import pre_tokenizers as pre
+
+    return pre.Sequence([pre.WhitespaceSplit(),
+                         pre.Split(Regex(MATH_SPLIT_PUNCT), "isolated")])
+
+
+def _math_tokenizer(pieces: list[str]):
+    """The math world's tokenizer over a WordPiece vocabulary ``pieces`` (the
+    special tokens first), with ``####`` added whole."""
+    from tokenizers import Tokenizer, decoders, models, normalizers
+
+    if list(pieces[: len(SPECIAL_TOKENS)]) != SPECIAL_TOKENS:
+        raise ValueError(f"the vocabulary must start with {SPECIAL_TOKENS}")
+    if len(set(pieces)) != len(pieces):
+        raise ValueError("the vocabulary repeats a piece")
+    vocab = {p: i for i, p in enumerate(pieces)}
     out = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     out.normalizer = normalizers.NFC()
-    out.pre_tokenizer = pre_tokenizer()
+    out.pre_tokenizer = _math_pre_tokenizer()
     # "####" would read as a "##" continuation: hidden from the WordPiece decoder
     out.decoder = decoders.Sequence([
         decoders.Replace(ANSWER_MARK, ANSWER_STAND_IN),
@@ -247,3 +261,35 @@ def train_math_tokenizer(texts, vocab_size: int = MATH_VOCAB_SIZE):
         if out.token_to_id(name) != i:
             raise RuntimeError(f"special token {name} got id {out.token_to_id(name)}")
     return _as_transformers(out)
+
+
+LETTERS = tuple("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def build_math_tokenizer(texts, lexicon=()):
+    """The math world's tokenizer, deterministically: a vocabulary from word counts.
+
+    Every word of ``texts`` (split as the tokenizer splits: whitespace, then
+    ``. , ?`` apart; ``####`` and words holding a digit left out) is one piece,
+    in the order of its count, most frequent first, ties by spelling; then the
+    words of ``lexicon`` no text used, by spelling; then single letters and
+    their ``##`` continuations (any other word is spelled letter by letter, never
+    ``[UNK]``), and the digits as ``train_math_tokenizer`` has them. The same
+    texts give the same ids on every machine and run, unlike the WordPiece
+    trainer, whose ties vary (data/README.md).
+    """
+    import re
+    from collections import Counter
+
+    counts = Counter()
+    for text in texts:
+        for word in re.sub(MATH_SPLIT_PUNCT, lambda m: f" {m.group()} ",
+                           text).split():
+            if word != ANSWER_MARK and not any(ch.isdigit() for ch in word):
+                counts[word] += 1
+    words = sorted(counts, key=lambda w: (-counts[w], w))
+    words += sorted(set(lexicon) - set(counts) - {ANSWER_MARK})
+    chars = [c for c in LETTERS if c not in words]
+    pieces = [*SPECIAL_TOKENS, *words, *chars, *(f"##{c}" for c in LETTERS),
+              *DIGITS, *(f"##{d}" for d in DIGITS)]
+    return _math_tokenizer(pieces)

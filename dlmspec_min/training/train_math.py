@@ -43,12 +43,14 @@ from ..decoding.decode import generate
 from ..decoding.denoisers import Denoiser
 from ..decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from ..paths import models_dir
+from . import math_skills
 from . import problems as P
 from .tokenizer import (
     BOS_ID,
     EOS_ID,
     MASK_ID,
     PAD_ID,
+    build_math_tokenizer,
     load_tokenizer,
     save_tokenizer,
     train_math_tokenizer,
@@ -107,44 +109,66 @@ def build_tokenizer():
     return train_math_tokenizer(texts)
 
 
-def encode(tokenizer, batch: list[P.Problem]) -> torch.Tensor:
-    """Problems -> (B, SEQ_LEN) rows: [PAD]* [BOS] question | solution [EOS]*."""
+def template_words() -> set[str]:
+    """Every word the grammar's templates write (slots and numbers left out)."""
+    return {w for q, lines in P.TEMPLATES.values() for text in (q, *lines)
+            for w in text.split() if not w.startswith("{") and not w.isdigit()}
+
+
+def word_count_tokenizer():
+    """The math world's tokenizer, deterministically (issue 34): one piece per
+    word, ordered by its count over ``TOKENIZER_PROBLEMS`` problems of the first
+    world (every template), then the grammar's other words; numbers digit by
+    digit (``tokenizer.build_math_tokenizer``). The same on every run."""
+    texts = (f"{p.question_text} {p.solution_text}"
+             for p in P.problems(P.TOKENIZER_SEED, TOKENIZER_PROBLEMS, "unseen"))
+    lexicon = {*P.NAMES, *P.OBJECTS, *P.CONTAINERS, *template_words()}
+    return build_math_tokenizer(texts, lexicon)
+
+
+def encode(tokenizer, batch: list[P.Problem], prompt_length: int = PROMPT_LENGTH,
+           gen_length: int = GEN_LENGTH) -> torch.Tensor:
+    """Problems -> (B, prompt_length + gen_length) rows:
+    [PAD]* [BOS] question | solution [EOS]*."""
     q = tokenizer([p.question_text for p in batch], add_special_tokens=False)
     s = tokenizer([p.solution_text for p in batch], add_special_tokens=False)
-    rows = torch.full((len(batch), SEQ_LEN), EOS_ID, dtype=torch.long)
+    rows = torch.full((len(batch), prompt_length + gen_length), EOS_ID,
+                      dtype=torch.long)
     for i, (qi, si) in enumerate(zip(q["input_ids"], s["input_ids"], strict=True)):
-        if len(qi) + 1 > PROMPT_LENGTH or len(si) + 1 > GEN_LENGTH:
+        if len(qi) + 1 > prompt_length or len(si) + 1 > gen_length:
             raise ValueError(
                 f"problem too long for the layout ({len(qi)} question and "
-                f"{len(si)} solution tokens; at most {PROMPT_LENGTH - 1} and "
-                f"{GEN_LENGTH - 1})"
+                f"{len(si)} solution tokens; at most {prompt_length - 1} and "
+                f"{gen_length - 1})"
             )
-        pad = PROMPT_LENGTH - 1 - len(qi)
+        pad = prompt_length - 1 - len(qi)
         rows[i, :pad] = PAD_ID
         rows[i, pad] = BOS_ID
-        rows[i, pad + 1 : PROMPT_LENGTH] = torch.tensor(qi)
-        rows[i, PROMPT_LENGTH : PROMPT_LENGTH + len(si)] = torch.tensor(si)
+        rows[i, pad + 1 : prompt_length] = torch.tensor(qi)
+        rows[i, prompt_length : prompt_length + len(si)] = torch.tensor(si)
     return rows
 
 
-def sft_loss(model, x: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    """LLaDA's SFT loss on the response (positions >= PROMPT_LENGTH) of (B, L) rows."""
+def sft_loss(model, x: torch.Tensor, gen: torch.Generator,
+             prompt_length: int = PROMPT_LENGTH) -> torch.Tensor:
+    """LLaDA's SFT loss on the response (positions >= prompt_length) of (B, L) rows."""
     B, L = x.shape
     u = (torch.rand(1, generator=gen) + torch.arange(B) / B) % 1.0  # stratified t
     t = (MIN_MASK_RATIO + (1 - MIN_MASK_RATIO) * u[torch.randperm(B, generator=gen)])
     m = torch.rand(B, L, generator=gen) < t[:, None]
-    m[:, :PROMPT_LENGTH] = False
+    m[:, :prompt_length] = False
     logits = model(x.masked_fill(m, MASK_ID), output_mask=m).logits  # (N, V)
     ce = torch.nn.functional.cross_entropy(logits.float(), x[m], reduction="none")
-    return (ce / t[:, None].expand(B, L)[m]).sum() / (B * (L - PROMPT_LENGTH))
+    return (ce / t[:, None].expand(B, L)[m]).sum() / (B * (L - prompt_length))
 
 
 @torch.no_grad()
-def response_accuracy(model, x: torch.Tensor, ratio: float, seed: int = 0) -> float:
+def response_accuracy(model, x: torch.Tensor, ratio: float, seed: int = 0,
+                      prompt_length: int = PROMPT_LENGTH) -> float:
     """Held-out argmax accuracy at a fixed share of masked response positions."""
     gen = torch.Generator().manual_seed(seed)
     m = torch.zeros_like(x, dtype=torch.bool)
-    m[:, PROMPT_LENGTH - 1 :] = mask_exact(x[:, PROMPT_LENGTH - 1 :], ratio, gen)
+    m[:, prompt_length - 1 :] = mask_exact(x[:, prompt_length - 1 :], ratio, gen)
     logits = model(x.masked_fill(m, MASK_ID)).logits
     return ((logits.argmax(-1) == x) & m).sum().item() / m.sum().item()
 
@@ -162,19 +186,32 @@ def answer_of(tokenizer, ids) -> int | None:
     return int(words[0])
 
 
-def decode_config() -> DecodeConfig:
+def decode_config(gen_length: int = GEN_LENGTH) -> DecodeConfig:
     """The world's default decode: greedy, Fast-dLLM's threshold rule, blocks of 32."""
-    return DecodeConfig(gen_length=GEN_LENGTH, block_length=BLOCK_LENGTH,
+    return DecodeConfig(gen_length=gen_length, block_length=BLOCK_LENGTH,
                         rule="threshold", threshold=THRESHOLD)
 
 
 @torch.no_grad()
-def answer_accuracy(model, tokenizer, batch: list[P.Problem], prompts: torch.Tensor):
-    """(exact final-answer accuracy, tokens per forward) of the default decode."""
-    result = generate(Denoiser(model, MASK_ID), prompts, decode_config())
-    hits = sum(answer_of(tokenizer, row) == p.answer
-               for row, p in zip(result.generated, batch, strict=True))
-    return hits / len(batch), result.mean_tokens_per_nfe
+def answer_accuracy(model, tokenizer, batch: list[P.Problem], prompts: torch.Tensor,
+                    gen_length: int = GEN_LENGTH):
+    """(exact final-answer accuracy, tokens per forward, skills) of the default
+    decode; skills: ``math_skills.summarise`` of its decodes."""
+    result = generate(Denoiser(model, MASK_ID), prompts, decode_config(gen_length))
+    graded = [math_skills.grade(tokenizer, row, p)
+              for row, p in zip(result.generated.tolist(), batch, strict=True)]
+    skills = math_skills.summarise(graded)
+    return skills["answer_acc"], result.mean_tokens_per_nfe, skills
+
+
+def dials_record(dials: P.Dials) -> dict:
+    """A world's dials as plain JSON (templates sorted; None: every template)."""
+    from dataclasses import asdict
+
+    out = asdict(dials)
+    if out["templates"] is not None:
+        out["templates"] = sorted(out["templates"])
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
 def _recipe(hp: dict) -> dict:
@@ -187,8 +224,14 @@ def _step_generator(seed: int, step: int) -> torch.Generator:
 
 
 def train(size: str, out: Path | None = None, steps: int | None = None,
-          stop_after: float | None = None, log=None, **overrides) -> Path | None:
-    """Train (or resume) ``math/<size>``; the saved folder, or None if stopped early."""
+          stop_after: float | None = None, log=None, *, dials: P.Dials = P.LANDED,
+          prompt_length: int = PROMPT_LENGTH, gen_length: int = GEN_LENGTH,
+          tokenizer=None, **overrides) -> Path | None:
+    """Train (or resume) ``math/<size>``; the saved folder, or None if stopped early.
+
+    ``dials``, ``prompt_length``, ``gen_length`` and ``tokenizer`` set the world
+    it learns (by default the landed one, with the committed tokenizer); the
+    pilot (``math_pilot``) trains candidate worlds through them."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
     unknown = set(overrides) - set(TRAIN_DEFAULTS)
@@ -199,14 +242,17 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
     hp = {**TRAIN_DEFAULTS, **given}
     log = log or (lambda msg: print(msg, flush=True))
     out = Path(out or world_dir() / size)
-    tok = load_tokenizer(tokenizer_dir())
-    held = P.problems(P.HELD_OUT_SEED, max(EVAL_PROBLEMS, DECODE_PROBLEMS), "test")
-    held_x = encode(tok, held[:EVAL_PROBLEMS])
-    decode_x = encode(tok, held[:DECODE_PROBLEMS])[:, :PROMPT_LENGTH]
+    tok = tokenizer or load_tokenizer(tokenizer_dir())
+    layout = dict(prompt_length=prompt_length, gen_length=gen_length)
+    held = P.problems(P.HELD_OUT_SEED, max(EVAL_PROBLEMS, DECODE_PROBLEMS), "test",
+                      dials)
+    held_x = encode(tok, held[:EVAL_PROBLEMS], **layout)
+    decode_x = encode(tok, held[:DECODE_PROBLEMS], **layout)[:, :prompt_length]
     ckpt_file = out / CHECKPOINT
     torch.manual_seed(hp["seed"])
     model = DLMForMaskedDiffusion(DLMConfig(
-        vocab_size=len(tok), max_position_embeddings=SEQ_LEN, **SIZES[size]))
+        vocab_size=len(tok), max_position_embeddings=prompt_length + gen_length,
+        **SIZES[size]))
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": hp["weight_decay"]},
@@ -246,10 +292,12 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
         rec = {"step": step, "problems_seen": step * hp["batch_size"],
                "loss": running, "elapsed_s": round(time.perf_counter() - t0, 1)}
         for r in EVAL_RATIOS:
-            rec[f"acc_{round(r * 100)}"] = response_accuracy(model, held_x, r)
+            rec[f"acc_{round(r * 100)}"] = response_accuracy(
+                model, held_x, r, prompt_length=prompt_length)
         if step % hp["decode_every"] == 0 or step == steps:
-            rec["answer_acc"], rec["tokens_per_nfe"] = answer_accuracy(
-                model, tok, held[:DECODE_PROBLEMS], decode_x)
+            rec["answer_acc"], rec["tokens_per_nfe"], skills = answer_accuracy(
+                model, tok, held[:DECODE_PROBLEMS], decode_x, gen_length)
+            rec.update({k: v for k, v in skills.items() if k != "answer_acc"})
         model.train()
         history.append(rec)
         log(json.dumps(rec))
@@ -275,10 +323,12 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
                 return None
         for g in opt.param_groups:
             g["lr"] = lr_at(step, steps, hp["lr"], hp["warmup"])
-        batch = P.problems(P.train_seed(hp["seed"], step), hp["batch_size"], "train")
-        x = encode(tok, batch)
+        batch = P.problems(P.train_seed(hp["seed"], step), hp["batch_size"], "train",
+                           dials)
+        x = encode(tok, batch, **layout)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=hp["bf16"]):
-            loss = sft_loss(model, x, _step_generator(hp["seed"], step))
+            loss = sft_loss(model, x, _step_generator(hp["seed"], step),
+                            prompt_length)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -289,7 +339,8 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
     summary = {"world": "math", "size": size, "parameters": n_params,
                "hyperparameters": hp, "compute": compute, "steps": steps,
                "problems_seen": steps * hp["batch_size"],
-               "prompt_length": PROMPT_LENGTH, "gen_length": GEN_LENGTH,
+               "prompt_length": prompt_length, "gen_length": gen_length,
+               "dials": dials_record(dials),
                "train_seconds": round(time.perf_counter() - t0, 1),
                "torch": torch.__version__, "final": history[-1]}
     return save_trained(model, tok, out, history, summary)
