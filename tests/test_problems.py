@@ -90,3 +90,78 @@ def test_held_out_questions_are_not_in_a_training_stream(held):
     seen = {p.question_text for s in range(20)
             for p in P.problems(P.train_seed(0, s), 64)}
     assert not seen & {p.question_text for p in held}
+
+
+# --- the world's dials (issue 34) -------------------------------------------------
+# sha256 of the reprs of the first 500 held-out problems of the landed world, taken
+# before the grammar took its dials: the first world's problems may not move.
+LANDED_HELD_OUT_500 = "e20b39504ab74b5a1b864129c423d2e8d211d175b1364ff448d87f7be717d13d"
+
+
+def test_the_landed_world_draws_the_problems_it_always_drew():
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in P.problems(P.HELD_OUT_SEED, 500, "test"):
+        h.update(repr(p).encode())
+    assert h.hexdigest() == LANDED_HELD_OUT_500
+    assert P.problems(3, 20) == P.problems(3, 20, dials=P.LANDED)
+
+
+NARROW = P.Dials(templates=frozenset({"open_has", "open_boxes", "add_buys",
+                                      "sub_gives", "ask_now", "ask_together"}),
+                 names=5, objects=3, containers=1, max_steps=2, start=(2, 9),
+                 add=(2, 9), max_question_tokens=31, max_solution_tokens=31)
+
+
+def test_a_world_draws_only_from_its_dials():
+    drawn = P.problems("narrow", 400, "train", NARROW)
+    names, objects = set(P.NAMES[:5]), set(P.OBJECTS[:3]) | {P.CONTAINERS[0]}
+    for p in drawn:
+        assert set(p.templates) <= NARROW.templates
+        assert 1 <= p.steps <= 2
+        assert P.n_tokens(p.question) <= 31 and P.n_tokens(p.solution) <= 31
+        for w, role in p.question + p.solution:
+            if role == P.NAME:
+                assert w in names
+            elif role == P.OBJECT:
+                assert w in objects
+    opening_counts = [int(w) for p in drawn for w, r in p.question[:4]
+                      if r == P.NUMBER and p.templates[0] == "open_has"]
+    assert opening_counts and max(opening_counts) <= 9
+    assert {p.steps for p in drawn} == {1, 2}
+    # every template of the world is used
+    assert set().union(*(p.templates for p in drawn)) == NARROW.templates
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(templates=frozenset({"open_has", "nope"})), "unknown templates"),
+    (dict(templates=frozenset({"open_has", "add_buys"})), "question template"),
+    (dict(names=1), "names must be"),
+    (dict(objects=0), "objects must be"),
+    (dict(min_steps=3, max_steps=2), "steps must satisfy"),
+    (dict(max_steps=5), "steps must satisfy"),
+    (dict(start=(0, 5)), "start must be"),
+    (dict(add=(9, 3)), "add must be"),
+])
+def test_bad_dials_are_refused_with_what_is_wrong(bad, match):
+    with pytest.raises(ValueError, match=match):
+        P.Dials(**bad)
+
+
+def test_a_world_that_cannot_make_a_problem_says_so():
+    # a solution of at most 3 tokens cannot hold a step: the draws run out
+    # (rather than loop for ever)
+    too_short = P.Dials(templates=frozenset({"open_has", "addmul_bags", "ask_now"}),
+                        min_steps=2, max_steps=2, max_solution_tokens=3)
+    with pytest.raises(ValueError, match="no 2-step problem"):
+        P.generate(random.Random(0), "train", dials=too_short)
+    # every event of this world takes two steps, so after a 1-step opening no
+    # event fits a 2-step problem: refused, never an endless search
+    two_step_events = P.Dials(templates=frozenset({"open_boxes", "addmul_bags",
+                                                   "ask_now"}), max_steps=2)
+    assert P.generate(random.Random(0), "train", 1, two_step_events).steps == 1
+    with pytest.raises(ValueError, match="no 2-step problem"):
+        P.generate(random.Random(0), "train", 2, two_step_events)
+    with pytest.raises(ValueError, match="no unseen template"):
+        P.problems(0, 1, "unseen", NARROW)
