@@ -63,7 +63,14 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
     assert glued - {"m_math_vocabulary"} <= set(v), glued - set(v)
     targets = load_registry()["checks"]["models"]["targets"]
     math_rules = [r for r in targets.values() if "m_math_" in r]
-    assert len(math_rules) == 6
+    assert len(math_rules) == 7
+    for size in ("small", "base"):  # the skills (issue 34), measured per rung
+        for skill in page.SKILLS:
+            x = v[f"m_math_{size}_{skill}"]
+            assert math.isnan(x) or 0 <= x <= 1, (size, skill)
+    assert all(math.isnan(v[f"m_math_large_{s}"]) for s in page.SKILLS)
+    assert not evaluate(targets["math_large_copies_90"], v)
+    assert set(page.SKILLS.values()) <= set(r.tables["ladder"].columns)
     for rule in math_rules:  # every name is measured; NaN reads as not met
         assert evaluate(rule, v) in (True, False)
     assert not evaluate(targets["math_large_answer_acc_0.3_to_0.95"], v)
@@ -83,3 +90,48 @@ def test_without_base_the_regime_figures_are_nan(tok):
                      n_problems=2, n_unseen=2, n_bootstrap=20)
     assert math.isnan(r["m_math_threshold_tokens_per_nfe"])
     assert math.isnan(r["m_math_ended_share"]) and "regime" not in r.tables
+
+
+def test_grade_counts_what_a_decode_copied_and_computed(tok):
+    p = page.WORLD.problems(1)[0]
+    ids = tok(p.solution_text, add_special_tokens=False)["input_ids"]
+    g = page.grade(tok, torch.tensor([ids + [EOS_ID] * 4]), [p])
+    shares = page.skill_shares(g)
+    assert shares == {"copy_acc": 1.0, "number_copy": pytest.approx(
+        g.numbers_copied[0] / g.question_numbers[0]), "arith_acc": 1.0}
+    assert g.lines[0] == p.steps
+
+
+def test_the_pilot_reports_candidates_figures_and_the_rules_choice(tmp_path,
+                                                                   monkeypatch):
+    import json
+
+    from dlmspec_min.training import math_pilot
+
+    monkeypatch.setattr(math_pilot, "data_dir", lambda: tmp_path)
+    r = page.pilot()
+    spec = math_pilot.spec()
+    assert r["m_pilot_run"] == 0 and r["m_pilot_chosen"] == "none yet"
+    assert list(r.tables["dials"].index) == list(spec["candidates"])
+    assert (r.tables["final"].status == "not run").all()
+    figures = dict(answer_acc=0.3, copy_acc=0.8, number_copy=0.9, arith_acc=0.5,
+                   ended_share=1.0, empty_share=0.0, tokens_per_nfe=4.0,
+                   problems=100, correct=30, names=10, wall_seconds=60,
+                   examples=[dict(question="q", decode="d")])
+    for i, name in enumerate(spec["candidates"]):
+        out = math_pilot.out_dir(name)
+        out.mkdir(parents=True)
+        f = dict(figures, trained_templates=i + 1, candidate=name)
+        (out / "final.json").write_text(json.dumps(f))
+        (out / "train_log.jsonl").write_text(json.dumps(dict(
+            step=0, answer_acc=0.0, copy_acc=0.0, arith_acc=0.0,
+            tokens_per_nfe=1.0)) + "\n")
+    r = page.pilot()
+    last = list(spec["candidates"])[-1]
+    assert r["m_pilot_run"] == len(spec["candidates"])
+    assert r["m_pilot_chosen"] == last  # all eligible: the most templates
+    assert r[f"m_pilot_{last}_answer_acc_lo"] < 0.3 < r[f"m_pilot_{last}_answer_acc_hi"]
+    assert r.tables["final"].eligible.all() and len(r.arrays["logs"]) == 3
+    page_text = (ROOT / "notebooks" / "00_models.md").read_text()
+    glued = set(re.findall(r"\{glue:text\}`(m_pilot_[a-z0-9_]+)", page_text))
+    assert glued and glued <= set(r.values), glued - set(r.values)

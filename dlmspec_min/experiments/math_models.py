@@ -36,8 +36,8 @@ from ..decoding.denoisers import ModelNotAvailableError, load_denoiser
 from ..measures import regime, stats
 from ..paths import models_dir
 from ..ssld import accelerators
+from ..training import math_pilot, math_skills, train_math
 from ..training import problems as P
-from ..training import train_math
 from ..training.tokenizer import EOS_ID
 from ..worlds import get_world
 from .common import Measurement
@@ -95,16 +95,35 @@ def answer_text(tokenizer, row) -> str:
 
 def grade(tokenizer, generated: torch.Tensor, batch: list[P.Problem]) -> pd.DataFrame:
     """Per decode: correct (exact final answer), ended (``#### n`` then
-    ``[EOS]``) and no_text (nothing before ``[EOS]``)."""
+    ``[EOS]``), no_text (nothing before ``[EOS]``), and what it copied and
+    computed (``training.math_skills.grade``: names and objects written and
+    copied from the question, question numbers and those copied, arithmetic
+    lines and those that hold)."""
     rows = []
     for ids, p in zip(generated.tolist(), batch, strict=True):
         text = regime.cut_at_eos([ids], EOS_ID)[0]
         words = tokenizer.decode(text, skip_special_tokens=True).split()
         ended = (EOS_ID in ids and len(words) >= 2 and words[-2] == P.ANSWER_MARK
                  and words[-1].isdigit())
+        skills = math_skills.grade(tokenizer, ids, p)
         rows.append(dict(correct=train_math.answer_of(tokenizer, ids) == p.answer,
-                         ended=ended, no_text=not text, steps=p.steps))
+                         ended=ended, no_text=not text, steps=p.steps,
+                         **{k: skills[k] for k in SKILL_COUNTS}))
     return pd.DataFrame(rows)
+
+
+SKILL_COUNTS = ("names_objects", "names_objects_copied", "question_numbers",
+                "numbers_copied", "lines", "lines_right")
+SKILLS = {"copy_acc": "names and objects copied", "number_copy":
+          "question numbers copied", "arith_acc": "arithmetic lines right"}
+
+
+def skill_shares(graded: pd.DataFrame) -> dict[str, float]:
+    """The ladder's skills over a model's decodes (``math_skills.summarise``)."""
+    out = math_skills.summarise(graded[list(SKILL_COUNTS)].assign(
+        correct=graded.correct, ended=graded.ended,
+        no_text=graded.no_text).to_dict("records"))
+    return {k: float(out[k]) for k in SKILLS}
 
 
 def _decode(model, prompts: torch.Tensor, config: DecodeConfig, batch_size: int):
@@ -179,7 +198,7 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
         k = f"m_math_{size}"
         if model is None:
             for key in ("answer_acc", "answer_acc_lo", "answer_acc_hi",
-                        "unseen_answer_acc", "tokens_per_nfe"):
+                        "unseen_answer_acc", "tokens_per_nfe", *SKILLS):
                 v[f"{k}_{key}"] = math.nan
             ladder.append(dict(model=size, status="not trained yet"))
             continue
@@ -187,6 +206,8 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
         graded = grade(tokenizer, gen.cpu(), held)
         acc = _interval(graded.correct, n_bootstrap, seed)
         v[f"{k}_answer_acc"], v[f"{k}_answer_acc_lo"], v[f"{k}_answer_acc_hi"] = acc
+        skills = skill_shares(graded)
+        v.update({f"{k}_{name}": x for name, x in skills.items()})
         tpf = stats.ratio_bootstrap([config.gen_length] * len(nfe),
                                     nfe.cpu().numpy(), n_bootstrap, seed)
         v[f"{k}_tokens_per_nfe"] = tpf[0]
@@ -199,7 +220,8 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
                               "unseen templates": v[f"{k}_unseen_answer_acc"],
                               "tokens per forward": tpf[0],
                               "ended": graded.ended.mean(),
-                              "no text": graded.no_text.mean()},
+                              "no text": graded.no_text.mean(),
+                              **{SKILLS[n]: x for n, x in skills.items()}},
                            **{f"accuracy, {s} step{'s' * (s > 1)}":
                               by_steps.get(s, math.nan)
                               for s in range(P.MIN_STEPS, P.MAX_STEPS + 1)}))
@@ -267,3 +289,75 @@ def _merge(results):
             for r in results])
 
     return Merged()
+
+
+# --- the pilot that chose the world the ladder is retrained on (issue 34) -------------
+PILOT_FIGURES = {"answer_acc": "answer accuracy", "copy_acc": SKILLS["copy_acc"],
+                 "number_copy": SKILLS["number_copy"],
+                 "arith_acc": SKILLS["arith_acc"], "ended_share": "ended",
+                 "tokens_per_nfe": "tokens per forward (threshold 0.9)"}
+
+
+def pilot() -> Measurement:
+    """The pilot's candidates, their final figures and curves, and the rule's choice.
+
+    Read from the committed logs (``data/math_pilot``, written by
+    ``python -m dlmspec_min.training.math_pilot``) and the registry's rule; a
+    candidate not run yet is listed as such and no choice is made. Answer
+    accuracy gets a 95 % Wilson interval over the final problems.
+    """
+    from statsmodels.stats.proportion import proportion_confint
+
+    spec, finals = math_pilot.spec(), math_pilot.results()
+    v: dict[str, Any] = {"m_pilot_steps": spec["steps"],
+                         "m_pilot_final_problems": spec["final_problems"],
+                         "m_pilot_candidates": len(spec["candidates"]),
+                         "m_pilot_run": len(finals)}
+    for k, x in spec["rule"].items():
+        v[f"m_pilot_rule_{k}"] = x
+    dials, rows = [], []
+    for name, cand in spec["candidates"].items():
+        d = math_pilot.dials_of(cand)
+        dials.append({"candidate": name,
+                      "templates (trained)": math_pilot.trained_templates(d),
+                      "templates (never trained)":
+                          len(d.templates & P.UNSEEN_TEMPLATES),
+                      "names": d.names, "objects": d.objects,
+                      "containers": d.containers,
+                      "steps": f"{d.min_steps} to {d.max_steps}",
+                      "amounts": f"{d.start[0]} to {d.start[1]}",
+                      "prompt + response": f"{cand['prompt_length']} + "
+                                           f"{cand['gen_length']}"})
+        f = finals.get(name)
+        if f is None:
+            rows.append({"candidate": name, "status": "not run"})
+            for key in PILOT_FIGURES:
+                v[f"m_pilot_{name}_{key}"] = math.nan
+            continue
+        lo, hi = proportion_confint(f["correct"], f["problems"], method="wilson")
+        row = {"candidate": name, "status": "run",
+               **{label: f[key] for key, label in PILOT_FIGURES.items()},
+               "low": lo, "high": hi,
+               "eligible": math_pilot.eligible(f, spec["rule"]),
+               "minutes": round(f["wall_seconds"] / 60, 1)}
+        rows.append(row)
+        v.update({f"m_pilot_{name}_{key}": float(f[key]) for key in PILOT_FIGURES})
+        v[f"m_pilot_{name}_answer_acc_lo"], v[f"m_pilot_{name}_answer_acc_hi"] = lo, hi
+    if len(finals) == len(spec["candidates"]):
+        v["m_pilot_chosen"], v["m_pilot_why"] = math_pilot.choose(finals, spec["rule"])
+    else:
+        v["m_pilot_chosen"] = "none yet"
+        v["m_pilot_why"] = (f"{len(spec['candidates']) - len(finals)} candidate(s) "
+                            "not run")
+    logs = []
+    for name in finals:
+        f = math_pilot.out_dir(name) / "train_log.jsonl"
+        recs = [json.loads(line) for line in f.read_text().splitlines()]
+        logs.append(pd.DataFrame(recs).assign(candidate=name))
+    examples = pd.DataFrame([dict(candidate=n, **e) for n, f in finals.items()
+                             for e in f["examples"][:2]])
+    return Measurement(
+        v, {"dials": pd.DataFrame(dials).set_index("candidate"),
+            "final": pd.DataFrame(rows).set_index("candidate"),
+            "examples": examples},
+        {"logs": pd.concat(logs, ignore_index=True) if logs else pd.DataFrame()})
