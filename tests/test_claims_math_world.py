@@ -18,7 +18,7 @@ from dlmspec_min.experiments import c6_conditional as c6
 from dlmspec_min.experiments import c7_strong_model as c7
 from dlmspec_min.experiments import c8_information as c8
 from dlmspec_min.measures import order
-from dlmspec_min.training import problems as P
+from dlmspec_min.texts import problems as P
 from dlmspec_min.training import train_math
 from dlmspec_min.worlds import MATH, PROSE
 from dlmspec_min.worlds.gsm import token_roles

@@ -229,7 +229,7 @@ def test_key_figures_validates(tiny, figures):
 def test_held_out_prompts_are_prefixes_of_held_out_sentences():
     """The prompts C6 uses are real text from the HELD-OUT split (not training)."""
     from dlmspec_min.measures.order import held_out_prompts
-    from dlmspec_min.training.corpus import brown_dataset
+    from dlmspec_min.texts.corpus import brown_dataset
     from dlmspec_min.training.tokenizer import load_tokenizer
 
     tok = load_tokenizer()

@@ -5,7 +5,7 @@ import tarfile
 
 import pytest
 
-from dlmspec_min.training import corpus
+from dlmspec_min.texts import corpus
 
 
 def test_split_is_stratified_seeded_and_disjoint():

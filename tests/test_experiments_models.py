@@ -10,7 +10,7 @@ from pages import names_recorded_on_page, shown_glue_names
 from dlmspec_min.experiments import models as page
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import evaluate, load_registry
-from dlmspec_min.training import corpus, train
+from dlmspec_min.texts import corpus, train
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "00_models.md"
 TINY = dict(seed=0, n_samples=2, gen_length=8, block_length=4, threshold=0.9,

@@ -43,7 +43,7 @@ def judge():
 @pytest.fixture(scope="module")
 def sentences():
     """Held-out Brown sentences of 15-30 words without quotation marks."""
-    from dlmspec_min.training.corpus import CorpusError, brown_dataset
+    from dlmspec_min.texts.corpus import CorpusError, brown_dataset
 
     try:
         data = brown_dataset("test")

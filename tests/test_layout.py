@@ -29,17 +29,19 @@ NAME = "dlmspec_min"
 MAY_IMPORT: dict[str, set[str]] = {
     "decoding": set(),
     "paths": set(),
-    "training": {"decoding", "paths"},
-    "measures": {"decoding", "training", "paths"},
-    "worlds": {"decoding", "training", "measures", "paths"},
-    "ssld": {"decoding", "training", "measures", "worlds", "paths"},
-    "experiments": {"decoding", "training", "measures", "worlds", "ssld", "paths"},
-    "plumbing": {"decoding", "training", "measures", "worlds", "ssld", "experiments",
-                 "paths"},
+    "texts": {"paths"},
+    "training": {"decoding", "texts", "paths"},
+    "measures": {"decoding", "texts", "training", "paths"},
+    "worlds": {"decoding", "texts", "training", "measures", "paths"},
+    "ssld": {"decoding", "texts", "training", "measures", "worlds", "paths"},
+    "experiments": {"decoding", "texts", "training", "measures", "worlds", "ssld",
+                    "paths"},
+    "plumbing": {"decoding", "texts", "training", "measures", "worlds", "ssld",
+                 "experiments", "paths"},
     "__init__": {"decoding"},
 }
-FOLDERS = ("decoding", "ssld", "measures", "training", "worlds", "experiments",
-           "plumbing")
+FOLDERS = ("decoding", "ssld", "measures", "texts", "training", "worlds",
+           "experiments", "plumbing")
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:

@@ -7,7 +7,7 @@ import torch
 
 from dlmspec_min.measures.tagger import FUNCTION, PUNCT, SPECIAL
 from dlmspec_min.ssld import inputs
-from dlmspec_min.training import problems as P
+from dlmspec_min.texts import problems as P
 from dlmspec_min.training import train_math as T
 from dlmspec_min.training.tokenizer import (
     BOS_ID,

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from dlmspec_min.training import problems as P
+from dlmspec_min.texts import problems as P
 
 STEP = re.compile(r"(\d+) ([-+*/]) (\d+) = (\d+)")
 OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}

@@ -16,7 +16,7 @@ from dlmspec_min.measures.tagger import (
     classes_of_tokens,
     coarse_class,
 )
-from dlmspec_min.training.corpus import (
+from dlmspec_min.texts.corpus import (
     CorpusError,
     brown_dir,
     read_document,
@@ -110,7 +110,7 @@ def test_every_brown_tag_maps():
 @pytest.fixture(scope="module")
 def held_out():
     _corpus_root()
-    from dlmspec_min.training.corpus import brown_dataset
+    from dlmspec_min.texts.corpus import brown_dataset
 
     return brown_dataset("test")
 

@@ -52,7 +52,7 @@ def test_ended_windows_are_whole_sentences_then_eos_padding():
 def shrink_training(monkeypatch, documents: int, hidden: int) -> None:
     """``train.train`` on the first ``documents`` Brown training documents, four
     held-out windows from them, and a one-layer ``small`` of width ``hidden``."""
-    from dlmspec_min.training.corpus import brown_dataset
+    from dlmspec_min.texts.corpus import brown_dataset
 
     small_ds = brown_dataset("train").select(range(documents))
     monkeypatch.setattr(train, "brown_dataset", lambda split: small_ds)

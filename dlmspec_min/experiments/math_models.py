@@ -36,8 +36,8 @@ from ..decoding.denoisers import ModelNotAvailableError, load_denoiser
 from ..measures import regime, stats
 from ..paths import models_dir
 from ..ssld import accelerators
+from ..texts import problems as P
 from ..training import math_pilot, math_skills, train_math
-from ..training import problems as P
 from ..training.tokenizer import EOS_ID
 from ..worlds import get_world
 from .common import Measurement

@@ -29,7 +29,8 @@ from ..measures import regime, stats, tagger
 from ..measures.order import row_generators, unconditional_prompt
 from ..paths import models_dir
 from ..ssld import accelerators
-from ..training import corpus, train
+from ..texts import corpus
+from ..training import train
 from ..training.tokenizer import BOS_ID
 from .common import Measurement
 

@@ -76,7 +76,7 @@ def held_out_prompts(tokenizer, n: int, length: int, seed: int = 0) -> torch.Ten
     (else [CLS], else none), as in unconditional generation, so greedy decoding
     still gives every prompt its own text.
     """
-    from ..training.corpus import brown_dataset
+    from ..texts.corpus import brown_dataset
 
     texts = [" ".join(w) for w in brown_dataset("test")["words"]]
     return prefix_prompts(tokenizer, texts, n, length, seed, "held-out sentences")
@@ -194,7 +194,7 @@ def brown_token_counts(tokenizer, vocab_size: int | None = None) -> np.ndarray:
     without a serialisable backend are counted afresh every time.
     """
     from ..paths import cache_dir
-    from ..training.corpus import (
+    from ..texts.corpus import (
         BROWN_SHA256,
         HELD_OUT_FRACTION,
         SPLIT_SEED,

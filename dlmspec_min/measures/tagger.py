@@ -264,7 +264,7 @@ class Lexicon:
 
 
 def _default_meta() -> dict:
-    from ..training.corpus import BROWN_SHA256, HELD_OUT_FRACTION, SPLIT_SEED
+    from ..texts.corpus import BROWN_SHA256, HELD_OUT_FRACTION, SPLIT_SEED
 
     return {
         "corpus_sha256": BROWN_SHA256,
@@ -281,7 +281,7 @@ def default_lexicon(path: Path | None = None) -> Lexicon:
     The cache is rebuilt when the corpus checksum, the split or the tag table
     changed since it was written.
     """
-    from ..training.corpus import brown_dataset
+    from ..texts.corpus import brown_dataset
 
     path = Path(path or cache_dir() / LEXICON_FILE)
     meta = _default_meta()

@@ -16,7 +16,7 @@ import time
 
 
 def main() -> int:
-    from ..training.corpus import CorpusError, fetch_brown
+    from ..texts.corpus import CorpusError, fetch_brown
 
     t0 = time.perf_counter()
     try:

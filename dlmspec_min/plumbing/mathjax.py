@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from ..paths import cache_dir
-from ..training import npm
+from ..texts import npm
 
 MATHJAX_PACKAGE = "mathjax@3.2.2"
 MATHJAX_SHA256 = "1b9c0a1c44df864e915690558e72adb9cc5203360daefd385084ced3b6c64c09"

@@ -76,7 +76,7 @@ def _installed(name: str) -> str:
 
 def _fetched_pins() -> str:
     from ..measures import judge
-    from ..training import corpus
+    from ..texts import corpus
 
     return "|".join([corpus.BROWN_PACKAGE, corpus.BROWN_SHA256,
                      corpus.BROWN_TREE_SHA256, judge.SMOLLM2_PIN,

@@ -1,7 +1,8 @@
-"""The embedded models' making: the Brown corpus, the WordPiece tokenizer, training.
+"""The embedded models' making: tokenizers and training, on the texts of ``texts``.
 
-``corpus`` (fetching and reading Brown, the train / held-out split),
-``tokenizer`` (the shared WordPiece vocabulary and word helpers), ``train``
-(``python -m dlmspec_min.training.train``: the embedded models) and ``npm``
-(the one way files are fetched from the npm registry).
+``tokenizer`` (the shared WordPiece vocabulary and word helpers; the math
+world's tokenizer), ``train`` (``python -m dlmspec_min.training.train``: the
+prose models), ``train_math`` (the math ladder), ``math_skills`` (what a math
+decode copied and computed) and ``math_pilot`` (the pilot that chose the math
+world the ladder is retrained on).
 """

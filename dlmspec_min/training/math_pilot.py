@@ -36,8 +36,8 @@ from ..decoding.decode import generate
 from ..decoding.denoisers import Denoiser
 from ..decoding.modeling import DLMForMaskedDiffusion
 from ..paths import REPO_ROOT, cache_dir, data_dir
+from ..texts import problems as P
 from . import math_skills, train_math
-from . import problems as P
 from .tokenizer import MASK_ID
 
 REGISTRY = REPO_ROOT / "book" / "claims.yml"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import operator
 
-from . import problems as P
+from ..texts import problems as P
 from .tokenizer import EOS_ID
 
 OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}

@@ -27,7 +27,7 @@ import torch
 
 from ..decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from ..paths import models_dir
-from .corpus import brown_dataset
+from ..texts.corpus import brown_dataset
 from .tokenizer import (
     BOS_ID,
     EOS_ID,

@@ -43,8 +43,8 @@ from ..decoding.decode import generate
 from ..decoding.denoisers import Denoiser
 from ..decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from ..paths import models_dir
+from ..texts import problems as P
 from . import math_skills
-from . import problems as P
 from .tokenizer import (
     BOS_ID,
     EOS_ID,

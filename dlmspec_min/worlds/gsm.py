@@ -3,7 +3,7 @@
 (The module is named after GSM8K, not ``math``, which would shadow the standard
 library's module for a reader running files from this folder.)
 
-Text source: ``training.problems``, a seeded grammar of GSM8K-shaped problems;
+Text source: ``texts.problems``, a seeded grammar of GSM8K-shaped problems;
 tokenizer: a WordPiece trained on generated text only, numbers spelled digit by
 digit (``data/models/math/tokenizer``); roles: exact, from the grammar. Every
 word the grammar writes is a number, a name, an object, a symbol or a template
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..measures.tagger import CONTENT, FUNCTION, PUNCT, SPECIAL
-from ..training import problems as P
+from ..texts import problems as P
 from ..training import train_math
 from .world import World
 

@@ -1,6 +1,6 @@
 """The ``prose`` world: Brown's running text (SPEC.md section 6).
 
-Text source: the Brown corpus (``training.corpus``, 448 training and 52
+Text source: the Brown corpus (``texts.corpus``, 448 training and 52
 held-out documents); tokenizer: the 8k WordPiece of ``data/models/tokenizer``;
 roles: each word's most frequent gold class on Brown's training split
 (``measures.tagger.Lexicon``); prompts: ``[BOS]`` (unconditional generation,
@@ -21,8 +21,8 @@ from .world import World
 @functools.lru_cache(maxsize=4)
 def _training_windows(tokenizer, seq_len: int | None) -> torch.Tensor:
     """Every Brown training window of a tokenizer (cached: encoding takes seconds)."""
+    from ..texts.corpus import brown_dataset
     from ..training import train
-    from ..training.corpus import brown_dataset
 
     docs = train.encode_documents(brown_dataset("train"), tokenizer)
     return train.windows(docs, seq_len or train.SEQ_LEN)
