@@ -61,10 +61,13 @@ def load_ladder(sizes=SIZES, *, device: str = "cpu", dtype: str | None = "float3
     return out
 
 
-def generator_table() -> pd.DataFrame:
-    """What the grammar draws from: templates per part, word lists, number ranges."""
+def generator_table(dials: P.Dials | None = None) -> pd.DataFrame:
+    """What the world's grammar draws from: templates per part (of its dials)."""
+    dials = dials or train_math.DIALS
     held = set(P.UNSEEN_TEMPLATES)
-    rows = [(part, len(names), len(set(names) & held), ", ".join(sorted(names)))
+    used = dials.template_names
+    rows = [(part, len(set(names) & used), len(set(names) & used & held),
+             ", ".join(sorted(set(names) & used)))
             for part, names in (("openings", P.OPENINGS), ("events", P.EVENTS),
                                 ("questions", P.QUESTIONS))]
     out = pd.DataFrame(rows, columns=["part", "templates", "never trained on",
@@ -72,16 +75,16 @@ def generator_table() -> pd.DataFrame:
     return out
 
 
-def ranges_table() -> pd.DataFrame:
-    rows = [("names", f"{len(P.NAMES)} first names"),
-            ("objects", f"{len(P.OBJECTS)} plural nouns, {len(P.CONTAINERS)} "
-                        "containers"),
-            ("steps", f"{P.MIN_STEPS} to {P.MAX_STEPS} arithmetic sentences"),
-            ("opening count", f"{P.START[0]} to {P.START[1]}"),
-            ("added or subtracted", f"{P.ADD[0]} to {P.ADD[1]}"),
-            ("factors, divisors, groups, days", f"{P.FACTOR[0]} to {P.FACTOR[1]}"),
-            ("group size", f"{P.GROUP[0]} to {P.GROUP[1]}"),
-            ("every intermediate result", f"an integer in [0, {P.MAX_VALUE:,}]"),
+def ranges_table(dials: P.Dials | None = None) -> pd.DataFrame:
+    d = dials or train_math.DIALS
+    rows = [("names", f"{d.names} first names"),
+            ("objects", f"{d.objects} plural nouns, {d.containers} containers"),
+            ("steps", f"{d.min_steps} to {d.max_steps} arithmetic sentences"),
+            ("opening count", f"{d.start[0]} to {d.start[1]}"),
+            ("added or subtracted", f"{d.add[0]} to {d.add[1]}"),
+            ("factors, divisors, groups, days", f"{d.factor[0]} to {d.factor[1]}"),
+            ("group size", f"{d.group[0]} to {d.group[1]}"),
+            ("every intermediate result", f"an integer in [0, {d.max_value:,}]"),
             ("held-out seed", repr(P.HELD_OUT_SEED)),
             ("training seeds", repr(P.train_seed(0, 0)) + " ... (one per step)")]
     return pd.DataFrame(rows, columns=["what", "range"]).set_index("what")
@@ -188,8 +191,9 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
     config = train_math.decode_config()
     v["m_math_n_problems"], v["m_math_n_unseen"] = n_problems, n_unseen
     v["m_math_regime_problems"] = min(regime_problems, n_problems)
-    v["m_math_templates"] = len(P.TEMPLATES)
-    v["m_math_unseen_templates"] = len(P.UNSEEN_TEMPLATES)
+    v["m_math_templates"] = len(train_math.DIALS.template_names)
+    v["m_math_unseen_templates"] = len(train_math.DIALS.template_names
+                                       & P.UNSEEN_TEMPLATES)
     v["m_math_gen_length"], v["m_math_block_length"] = config.gen_length, \
         config.block_length
     v["m_math_threshold"] = config.threshold
@@ -224,7 +228,8 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
                               **{SKILLS[n]: x for n, x in skills.items()}},
                            **{f"accuracy, {s} step{'s' * (s > 1)}":
                               by_steps.get(s, math.nan)
-                              for s in range(P.MIN_STEPS, P.MAX_STEPS + 1)}))
+                              for s in range(train_math.DIALS.min_steps,
+                                             train_math.DIALS.max_steps + 1)}))
         shown[size] = [answer_text(tokenizer, row) for row in gen[:N_SHOWN].tolist()]
         if size == "base":  # the claims' target: the regime and the ending
             v["m_math_threshold_tokens_per_nfe"] = tpf[0]

@@ -245,6 +245,11 @@ class Dials:
     def uses(self, template: str) -> bool:
         return self.templates is None or template in self.templates
 
+    @property
+    def template_names(self) -> frozenset[str]:
+        """The templates this world writes (unseen ones included)."""
+        return frozenset(t for t in TEMPLATES if self.uses(t))
+
 
 LANDED = Dials()  # the first world (2026-12-02 to 2026-12-04), every dial as written
 

@@ -88,6 +88,10 @@ TRAIN_DEFAULTS = dict(batch_size=64, lr=1e-3, warmup=200, weight_decay=0.01,
 # 2026-12-02 on an AVX2-only EPYC), and each change is logged in ``compute``.
 COMPUTE_SETTINGS = ("threads", "bf16")
 CHECKPOINT = "checkpoint.pt"
+# The world the ladder learns: its grammar's dials. The first world (every dial
+# as written) until the ladder is retrained on the world the pilot chose
+# (issue 34; math_pilot); the world, the models page and the claims read it here.
+DIALS = P.LANDED
 
 
 def world_dir() -> Path:
@@ -224,7 +228,7 @@ def _step_generator(seed: int, step: int) -> torch.Generator:
 
 
 def train(size: str, out: Path | None = None, steps: int | None = None,
-          stop_after: float | None = None, log=None, *, dials: P.Dials = P.LANDED,
+          stop_after: float | None = None, log=None, *, dials: P.Dials | None = None,
           prompt_length: int = PROMPT_LENGTH, gen_length: int = GEN_LENGTH,
           tokenizer=None, **overrides) -> Path | None:
     """Train (or resume) ``math/<size>``; the saved folder, or None if stopped early.
@@ -242,6 +246,7 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
     hp = {**TRAIN_DEFAULTS, **given}
     log = log or (lambda msg: print(msg, flush=True))
     out = Path(out or world_dir() / size)
+    dials = DIALS if dials is None else dials
     tok = tokenizer or load_tokenizer(tokenizer_dir())
     layout = dict(prompt_length=prompt_length, gen_length=gen_length)
     held = P.problems(P.HELD_OUT_SEED, max(EVAL_PROBLEMS, DECODE_PROBLEMS), "test",

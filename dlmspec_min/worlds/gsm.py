@@ -78,7 +78,7 @@ class MathWorld(World):
     def problems(self, n: int, split: str = "test") -> list[P.Problem]:
         """The first ``n`` held-out problems (``"unseen"``: of unseen templates)."""
         seed = P.UNSEEN_SEED if split == "unseen" else P.HELD_OUT_SEED
-        return P.problems(seed, n, split)
+        return P.problems(seed, n, split, train_math.DIALS)
 
     def _held_out_problems(self, n: int, seed: int) -> list[P.Problem]:
         """The ``seed``-th n held-out problems (seed 0: the first n)."""
@@ -134,7 +134,7 @@ class MathWorld(World):
                              f"{prompt.shape[1]}")
         if seq_len not in (None, train_math.SEQ_LEN):
             raise ValueError(f"math rows are {train_math.SEQ_LEN} tokens long")
-        batch = P.problems(HEAD_SEED.format(seed=seed), n, "train")
+        batch = P.problems(HEAD_SEED.format(seed=seed), n, "train", train_math.DIALS)
         return train_math.encode(tokenizer, batch)
 
     def held_out_rows(self, n, seed=0):
@@ -148,7 +148,7 @@ class MathWorld(World):
         (question and solution text)."""
         from ..measures.order import token_counts
 
-        batch = P.problems(COUNTS_SEED, COUNTS_PROBLEMS, "train")
+        batch = P.problems(COUNTS_SEED, COUNTS_PROBLEMS, "train", train_math.DIALS)
         texts = [f"{p.question_text} {p.solution_text}".split() for p in batch]
         return token_counts(tokenizer, texts, vocab_size)
 
