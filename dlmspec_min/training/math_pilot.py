@@ -166,8 +166,9 @@ def eligible(final: dict, rule: dict) -> bool:
 
 
 def choose(finals: dict[str, dict], rule: dict) -> tuple[str, str]:
-    """(the chosen candidate, why) by the registry's rule; every candidate's
-    figures are needed (a choice among some would not be the rule's)."""
+    """(the chosen candidate, why) by the registry's rule over ``finals``; its
+    callers pass every candidate's figures (a choice among some would not be
+    the rule's: ``--report`` and the models page choose only then)."""
     if not finals:
         raise ValueError("no candidate has run")
     ok = [n for n, f in finals.items() if eligible(f, rule)]

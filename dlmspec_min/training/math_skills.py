@@ -59,7 +59,6 @@ def grade(tokenizer, ids, problem: P.Problem) -> dict:
     """One decode (token ids of the generated window) against its problem."""
     ids = [int(i) for i in ids]
     words = words_before_eos(tokenizer, ids)
-    question = [w for w, _ in problem.question]
     asked = {w for w, role in problem.question if role in (P.NAME, P.OBJECT)}
     q_numbers = {w for w, role in problem.question if role == P.NUMBER}
     written = [w for w in words if w in LEXICON]
@@ -73,8 +72,7 @@ def grade(tokenizer, ids, problem: P.Problem) -> dict:
                 names_objects_copied=sum(w in asked for w in written),
                 question_numbers=len(q_numbers),
                 numbers_copied=len(q_numbers & set(words)),
-                lines=len(lines), lines_right=sum(line_holds(*x) for x in lines),
-                question_words=len(question))
+                lines=len(lines), lines_right=sum(line_holds(*x) for x in lines))
 
 
 def summarise(graded: list[dict]) -> dict:
