@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import nbformat
 import pytest
 from jupyter_cache import get_cache
 from myst_nb.core.read import read_myst_markdown_notebook
@@ -162,3 +163,18 @@ def test_the_log_names_a_world_run_with_its_world():
         "02_anchor_acceptance")
     assert (bookexec.label("/r/notebooks/02_anchor_acceptance.md#math")
             == "02_anchor_acceptance#math")
+
+
+def test_a_worker_waits_minutes_for_a_slow_kernel_not_nbclient_s_minute(monkeypatch):
+    """CI (2026-12-04) lost a notebook to "Kernel didn't respond in 60 seconds"
+    while pytest's workers loaded both cores; the worker now waits longer."""
+    import jupyter_cache.executors.utils as jc_utils
+
+    seen = {}
+    monkeypatch.setattr(os, "environ", {**os.environ})  # the worker sets threads
+    monkeypatch.setattr(jc_utils, "executenb",
+                        lambda nb, **kwargs: seen.update(kwargs))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+    _, _, error = bookexec._execute_one("probe.ipynb", nbformat.writes(nb), None)
+    assert error is None
+    assert seen["startup_timeout"] == bookexec.KERNEL_STARTUP_SECONDS >= 300

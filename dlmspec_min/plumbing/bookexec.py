@@ -46,6 +46,11 @@ from . import interrupts
 from .worldruns import SEPARATOR  # a world run's key: '<path>#<world>'
 
 JOBS_ENV = "DLMSPEC_EXECUTION_JOBS"
+# How long a worker waits for its kernel to start. nbclient's default, 60 s, is
+# too short on a loaded machine: the CI run of 2026-12-04 (pytest's workers
+# building books beside each other on 2 cores) lost a notebook to "Kernel didn't
+# respond in 60 seconds". A kernel that never starts still fails, later.
+KERNEL_STARTUP_SECONDS = 600
 
 
 def jobs_from(configured, n_notebooks: int, env: dict | None = None) -> int:
@@ -85,7 +90,8 @@ def _execute_one(path: str, nb_json: str, timeout: int | None) -> tuple[str, flo
     # off the main thread, where nbclient would replace the worker's handlers
     result = interrupts.in_thread(single_nb_execution, nb, cwd=str(Path(path).parent),
                                   timeout=timeout, allow_errors=False,
-                                  meta_override=True)
+                                  meta_override=True,
+                                  startup_timeout=KERNEL_STARTUP_SECONDS)
     seconds = time.perf_counter() - t0
     error = None if result.err is None else (result.exc_string or repr(result.err))
     return nbformat.writes(result.nb), seconds, error
