@@ -165,3 +165,41 @@ def test_a_world_that_cannot_make_a_problem_says_so():
         P.generate(random.Random(0), "train", 2, two_step_events)
     with pytest.raises(ValueError, match="no unseen template"):
         P.problems(0, 1, "unseen", NARROW)
+
+
+def test_the_ladder_s_world_is_the_pilot_s_choice_with_its_questions_reserved():
+    import dataclasses
+
+    from dlmspec_min.training import math_pilot
+
+    chosen = math_pilot.spec()["candidates"]["narrow"]
+    assert dataclasses.replace(P.NARROW, reserve=0) == math_pilot.dials_of(chosen)
+    assert P.NARROW.reserve == 8 and P.LANDED.reserve == 0
+
+
+def test_a_reserved_question_is_never_drawn_for_training():
+    held = P.problems(P.HELD_OUT_SEED, 300, "test", P.NARROW)
+    assert all(P.reserved(p, P.NARROW) for p in held)
+    train = [p for s in range(200)
+             for p in P.problems(P.train_seed(0, s), 64, "train", P.NARROW)]
+    assert not any(P.reserved(p, P.NARROW) for p in train)
+    assert not {p.question_text for p in held} & {p.question_text for p in train}
+    # without the reserve, this world's training stream meets its held-out
+    # questions (why the dial exists): 200 steps already hold some
+    open_world = P.Dials(**{**P.NARROW.__dict__, "reserve": 0})
+    held_open = {p.question_text
+                 for p in P.problems(P.HELD_OUT_SEED, 300, "test", open_world)}
+    train_open = {p.question_text for s in range(200)
+                  for p in P.problems(P.train_seed(0, s), 64, "train", open_world)}
+    assert held_open & train_open
+    # about one question in `reserve` is reserved (the hash splits evenly)
+    share = sum(P.reserved(p, P.NARROW) for p in
+                P.problems("share", 4000, "train", open_world)) / 4000
+    assert 0.09 < share < 0.16
+    assert not P.reserved(held[0], P.LANDED)  # the first world reserves nothing
+
+
+@pytest.mark.parametrize("reserve", [1, -2, 2.5])
+def test_a_reserve_is_none_or_at_least_two(reserve):
+    with pytest.raises(ValueError, match="reserve must be"):
+        P.Dials(reserve=reserve)
