@@ -53,7 +53,7 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
     v = r.values
     for key in ("m_math_small_answer_acc", "m_math_base_answer_acc",
                 "m_math_threshold_tokens_per_nfe", "m_math_ended_share"):
-        assert 0 <= v[key] <= (96 if "tokens" in key else 1), key
+        assert 0 <= v[key] <= (train_math.GEN_LENGTH if "tokens" in key else 1), key
     k = "m_math_threshold_tokens_per_nfe"
     assert v[f"{k}_lo"] <= v[k] <= v[f"{k}_hi"]
     assert math.isnan(v["m_math_large_answer_acc"])
@@ -80,9 +80,37 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
     assert reg.loc[page.BASELINE, "tokens_per_forward"] == pytest.approx(1.0)
     assert reg.answer_accuracy.between(0, 1).all()
     assert list(r.tables["examples"].columns[:2]) == ["question", "reference"]
-    assert r.tables["generator"].templates.sum() == v["m_math_templates"] >= 40
+    assert (r.tables["generator"].templates.sum() == v["m_math_templates"]
+            == len(train_math.DIALS.template_names))
+    assert v["m_math_prompt_length"] == train_math.PROMPT_LENGTH
+    if v["m_math_n_unseen"] == 0:  # a world that holds no template back
+        assert math.isnan(v["m_math_small_unseen_answer_acc"])
+        assert "unseen templates" not in r.tables["ladder"].columns
     with pytest.raises(ValueError, match="n_problems must be"):
         page.measure(models, tok, n_problems=0)
+
+
+def test_the_first_world_s_kept_ladder_is_measured_on_its_own_world(tmp_path,
+                                                                     monkeypatch):
+    r = page.first_world(n_problems=4, n_bootstrap=20)
+    v = r.values
+    assert v["m_first_n_problems"] == 4 and v["m_first_templates"] >= 40
+    for size in page.FIRST_SIZES:
+        assert r.tables["ladder"].loc[size, "status"] == "kept"
+        for key in ("answer_acc", *page.SKILLS):
+            x = v[f"m_first_{size}_{key}"]
+            assert math.isnan(x) or 0 <= x <= 1, (size, key)
+        assert (v[f"m_first_{size}_answer_acc_lo"] <= v[f"m_first_{size}_answer_acc"]
+                <= v[f"m_first_{size}_answer_acc_hi"])
+    page_text = (ROOT / "notebooks" / "00_models.md").read_text()
+    glued = set(re.findall(r"\{glue:text\}`(m_first_[a-z0-9_]+)", page_text))
+    assert glued and glued <= set(v), glued - set(v)
+    monkeypatch.setattr(page, "first_world_dir", lambda: tmp_path)
+    gone = page.first_world(n_problems=2, n_bootstrap=20)
+    assert math.isnan(gone["m_first_small_answer_acc"])
+    assert gone.tables["ladder"].loc["small", "status"].startswith("missing")
+    with pytest.raises(ValueError, match="n_problems must be"):
+        page.first_world(n_problems=0)
 
 
 def test_without_base_the_regime_figures_are_nan(tok):

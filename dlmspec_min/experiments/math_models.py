@@ -1,14 +1,15 @@
 """The models page, math world (notebook 00): the generator, the ladder, the regime.
 
 Every figure is measured here on held-out problems (``problems.HELD_OUT_SEED``,
-never drawn in training) with the world's default decode: greedy, 96 tokens in
-blocks of 32, Fast-dLLM's threshold rule at 0.9 (``worlds.gsm``).
+never drawn in training) with the world's default decode: greedy,
+``train_math.GEN_LENGTH`` tokens in blocks of 32, Fast-dLLM's threshold rule at
+0.9 (``worlds.gsm``).
 
 - **Ladder**: per model, exact final-answer accuracy (the number after the
   first ``####`` of the text before the first ``[EOS]`` equals the answer), with
   a 95 % bootstrap interval over problems; the same on problems written with
   templates never used in training (``problems.UNSEEN_TEMPLATES``), a
-  generalisation figure.
+  generalisation figure, where the world writes such templates.
 - **Text that ends**: the share of decodes whose text ends with ``#### n``
   followed by ``[EOS]``, and the share whose text is empty (``[EOS]`` first).
 - **Regime** (on the claims' target, ``math/base``): tokens per forward of the
@@ -19,6 +20,11 @@ blocks of 32, Fast-dLLM's threshold rule at 0.9 (``worlds.gsm``).
 
 A model of the ladder that is not trained yet (no weights in ``data/models``) is
 reported as missing, its figures NaN, never dropped silently.
+
+- **The first world** (``first_world``): the ladder trained on the grammar's
+  first dials (``problems.LANDED``, rows of 64 + 96 tokens) before issue 34 moved
+  the ladder to the pilot's world; its models are kept in
+  ``data/models/math_first`` and measured the same way on that world.
 """
 
 from __future__ import annotations
@@ -185,11 +191,14 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
                               "training": training_table(list(models))}
     arrays: dict[str, Any] = {"logs": training_logs(list(models))}
     held = WORLD.problems(n_problems)
-    unseen = WORLD.problems(n_unseen, "unseen")
+    if not P.has_unseen(train_math.DIALS):  # a world that holds no template back
+        n_unseen = 0
+    unseen = WORLD.problems(n_unseen, "unseen") if n_unseen else []
     prompts = WORLD.prompts(tokenizer, n_problems).to(device)
-    unseen_prompts = train_math.encode(tokenizer, unseen)[:, :train_math.PROMPT_LENGTH]
     config = train_math.decode_config()
     v["m_math_n_problems"], v["m_math_n_unseen"] = n_problems, n_unseen
+    v["m_math_prompt_length"] = train_math.PROMPT_LENGTH
+    v["m_math_reserve"] = train_math.DIALS.reserve
     v["m_math_regime_problems"] = min(regime_problems, n_problems)
     v["m_math_templates"] = len(train_math.DIALS.template_names)
     v["m_math_unseen_templates"] = len(train_math.DIALS.template_names
@@ -215,13 +224,18 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
         tpf = stats.ratio_bootstrap([config.gen_length] * len(nfe),
                                     nfe.cpu().numpy(), n_bootstrap, seed)
         v[f"{k}_tokens_per_nfe"] = tpf[0]
-        ugen, _, _ = _decode(model, unseen_prompts.to(device), config, batch_size)
-        v[f"{k}_unseen_answer_acc"] = float(
-            grade(tokenizer, ugen.cpu(), unseen).correct.mean())
+        v[f"{k}_unseen_answer_acc"] = math.nan
+        if unseen:
+            unseen_prompts = train_math.encode(tokenizer, unseen)[
+                :, :train_math.PROMPT_LENGTH]
+            ugen, _, _ = _decode(model, unseen_prompts.to(device), config, batch_size)
+            v[f"{k}_unseen_answer_acc"] = float(
+                grade(tokenizer, ugen.cpu(), unseen).correct.mean())
         by_steps = graded.groupby("steps").correct.mean()
         ladder.append(dict(model=size, status="trained",
                            **{"answer accuracy": acc[0], "low": acc[1], "high": acc[2],
-                              "unseen templates": v[f"{k}_unseen_answer_acc"],
+                              **({"unseen templates": v[f"{k}_unseen_answer_acc"]}
+                                 if unseen else {}),
                               "tokens per forward": tpf[0],
                               "ended": graded.ended.mean(),
                               "no text": graded.no_text.mean(),
@@ -294,6 +308,61 @@ def _merge(results):
             for r in results])
 
     return Merged()
+
+
+# --- the first world, whose ladder did not learn it (issues 25, 26, 34) -----------
+FIRST_WORLD = P.LANDED
+FIRST_LAYOUT = (64, 96)  # prompt, response: its rows
+FIRST_SIZES = ("small", "base")  # its large was never trained
+
+
+def first_world_dir():
+    return models_dir() / "math_first"
+
+
+def first_world(n_problems: int = 400, n_bootstrap: int = 2000, seed: int = 0,
+                batch_size: int = 64, device: str = "cpu", dtype: str = "float32",
+                device_map: str = "none") -> Measurement:
+    """The first world's ladder, measured on its own world as the models page
+    measured it until 2026-12-04: ``n_problems`` held-out problems of
+    ``FIRST_WORLD`` in its layout, the default decode (greedy, 96 tokens in
+    blocks of 32, threshold 0.9), answer accuracy with a bootstrap interval and
+    the skills (values ``m_first_{size}_*``; a missing model's are NaN)."""
+    if (not isinstance(n_problems, int) or isinstance(n_problems, bool)
+            or n_problems < 1):
+        raise ValueError(f"n_problems must be an integer >= 1, got {n_problems!r}")
+    prompt_length, gen_length = FIRST_LAYOUT
+    config = train_math.decode_config(gen_length)
+    held = P.problems(P.HELD_OUT_SEED, n_problems, "test", FIRST_WORLD)
+    v: dict[str, Any] = {"m_first_n_problems": n_problems,
+                         "m_first_templates": len(FIRST_WORLD.template_names),
+                         "m_first_names": FIRST_WORLD.names}
+    rows = []
+    for size in FIRST_SIZES:
+        k, path = f"m_first_{size}", first_world_dir() / size
+        try:
+            model, tok = load_denoiser(str(path), device=device, dtype=dtype,
+                                       device_map=device_map)
+        except (ModelNotAvailableError, OSError, ValueError):
+            for key in ("answer_acc", "answer_acc_lo", "answer_acc_hi", *SKILLS):
+                v[f"{k}_{key}"] = math.nan
+            rows.append(dict(model=size, status=f"missing ({path})"))
+            continue
+        prompts = train_math.encode(tok, held, prompt_length,
+                                    gen_length)[:, :prompt_length].to(device)
+        gen, _, _ = _decode(model, prompts, config, batch_size)
+        graded = grade(tok, gen.cpu(), held)
+        acc = _interval(graded.correct, n_bootstrap, seed)
+        v[f"{k}_answer_acc"], v[f"{k}_answer_acc_lo"], v[f"{k}_answer_acc_hi"] = acc
+        skills = skill_shares(graded)
+        v.update({f"{k}_{name}": x for name, x in skills.items()})
+        trained = json.loads((path / "training.json").read_text())
+        rows.append(dict(model=size, status="kept",
+                         **{"parameters (M)": round(trained["parameters"] / 1e6, 2),
+                            "steps": trained["steps"], "answer accuracy": acc[0],
+                            "low": acc[1], "high": acc[2],
+                            **{SKILLS[n]: x for n, x in skills.items()}}))
+    return Measurement(v, {"ladder": pd.DataFrame(rows).set_index("model")}, {})
 
 
 # --- the pilot that chose the world the ladder is retrained on (issue 34) -------------

@@ -284,7 +284,7 @@ def _fits_context(values):
 
 MODELS = (*TARGETS, "draft")  # parameters naming a model of the world's ladder
 WORLD_PREFIX = "dlmspec/math/"  # the math world's ladder (its own tokenizer)
-MATH_PROMPT_LENGTH = 64  # training.train_math.PROMPT_LENGTH (tested equal)
+MATH_PROMPT_LENGTH = 32  # training.train_math.PROMPT_LENGTH (tested equal)
 
 
 def _world_prompts(values):

@@ -199,33 +199,9 @@ def continues_word(tokenizer, ids) -> list[bool]:
 
 # --- the math world's tokenizer ------------------------------------------------------
 DIGITS = tuple("0123456789")
-MATH_VOCAB_SIZE = 2048  # a ceiling: the trainer stops when every word is one token
 MATH_SPLIT_PUNCT = r"[.,?]"  # split off like words; "####" and operators stand alone
 ANSWER_MARK = "####"  # GSM8K's answer line; one added token (it starts with "##")
 ANSWER_STAND_IN = "\u2063ANSWER"  # what the decoder sees instead of "####"
-
-
-def train_math_tokenizer(texts, vocab_size: int = MATH_VOCAB_SIZE):
-    """WordPiece trained on generated problems, numbers split into digits.
-
-    Every number is its first digit and one ``##d`` piece per further digit (as
-    LLaMA-family tokenizers split numbers into digits, with the word convention
-    of this project's WordPiece): after training, every learned piece that holds a
-    digit is dropped and the twenty digit pieces are added, so WordPiece's
-    longest-match spells any number digit by digit. ``####`` is one added token.
-    """
-    from tokenizers import Tokenizer, models, trainers
-
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.pre_tokenizer = _math_pre_tokenizer()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, min_frequency=1
-    )
-    tok.train_from_iterator((t.replace(ANSWER_MARK, " ") for t in texts),
-                            trainer=trainer)
-    learned = sorted(tok.get_vocab().items(), key=lambda kv: kv[1])
-    kept = [p for p, _ in learned if not any(ch.isdigit() for ch in p)]
-    return _math_tokenizer([*kept, *DIGITS, *(f"##{d}" for d in DIGITS)])
 
 
 def _math_pre_tokenizer():
@@ -274,9 +250,11 @@ def build_math_tokenizer(texts, lexicon=()):
     in the order of its count, most frequent first, ties by spelling; then the
     words of ``lexicon`` no text used, by spelling; then single letters and
     their ``##`` continuations (any other word is spelled letter by letter, never
-    ``[UNK]``), and the digits as ``train_math_tokenizer`` has them. The same
-    texts give the same ids on every machine and run, unlike the WordPiece
-    trainer, whose ties vary (data/README.md).
+    ``[UNK]``), and the digits: every number is its first digit and one
+    ``##d`` piece per further digit (as LLaMA-family tokenizers split numbers
+    into digits). The same texts give the same ids on every machine and run,
+    unlike a WordPiece trainer, whose ties vary (the first math world's
+    tokenizer, kept with its models, was one; data/README.md).
     """
     import re
     from collections import Counter

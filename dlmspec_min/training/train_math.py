@@ -26,7 +26,8 @@ the process after about S seconds, at a checkpoint. The compute settings
 kept in the checkpoint's and ``training.json``'s ``compute`` list (from which
 step, which settings), the rest must match. When the run is complete, the
 half-precision weights, the tokenizer, ``training.json`` and ``train_log.jsonl``
-are written and the checkpoint is removed.
+are written and the checkpoint is removed. Git ignores ``checkpoint.pt``
+(``.gitignore``): a model folder lands with its final weights or not at all.
 """
 
 from __future__ import annotations
@@ -53,16 +54,15 @@ from .tokenizer import (
     build_math_tokenizer,
     load_tokenizer,
     save_tokenizer,
-    train_math_tokenizer,
 )
 from .train import MIN_MASK_RATIO, lr_at, mask_exact, save_trained
 
-PROMPT_LENGTH = 64  # [PAD]s, [BOS] and the question (at most 58 tokens)
-GEN_LENGTH = 96  # the solution (at most 66 tokens) and [EOS] padding
+PROMPT_LENGTH = 32  # [PAD]s, [BOS] and the question (at most 31 tokens)
+GEN_LENGTH = 32  # the solution (at most 31 tokens) and [EOS] padding
 BLOCK_LENGTH = 32  # the world's default decode: Fast-dLLM's GSM8K blocks
 THRESHOLD = 0.9  # Fast-dLLM's threshold rule
 SEQ_LEN = PROMPT_LENGTH + GEN_LENGTH
-TOKENIZER_PROBLEMS = 20_000  # generated from problems.TOKENIZER_SEED, every template
+TOKENIZER_PROBLEMS = 20_000  # of the first world, from problems.TOKENIZER_SEED
 EVAL_RATIOS = (0.15, 0.5, 0.9)
 EVAL_PROBLEMS = 256  # held-out problems for masked accuracy during training
 DECODE_PROBLEMS = 128  # held-out problems decoded for answer accuracy during training
@@ -88,10 +88,10 @@ TRAIN_DEFAULTS = dict(batch_size=64, lr=1e-3, warmup=200, weight_decay=0.01,
 # 2026-12-02 on an AVX2-only EPYC), and each change is logged in ``compute``.
 COMPUTE_SETTINGS = ("threads", "bf16")
 CHECKPOINT = "checkpoint.pt"
-# The world the ladder learns: its grammar's dials. The first world (every dial
-# as written) until the ladder is retrained on the world the pilot chose
-# (issue 34; math_pilot); the world, the models page and the claims read it here.
-DIALS = P.LANDED
+# The world the ladder learns: its grammar's dials, the pilot's choice since
+# 2026-12-04 (issue 34; math_pilot; the first world was P.LANDED, in rows of 64 +
+# 96 tokens). The world, the models page and the claims read it here.
+DIALS = P.NARROW
 
 
 def world_dir() -> Path:
@@ -100,17 +100,6 @@ def world_dir() -> Path:
 
 def tokenizer_dir() -> Path:
     return world_dir() / "tokenizer"
-
-
-def build_tokenizer():
-    """The world's tokenizer, trained on generated problems only (every template).
-
-    Not byte for byte reproducible (the WordPiece trainer's ties between
-    intermediate pieces vary between runs; data/README.md): the committed
-    tokenizer is the one the models were trained with."""
-    texts = (f"{p.question_text} {p.solution_text}"
-             for p in P.problems(P.TOKENIZER_SEED, TOKENIZER_PROBLEMS, "unseen"))
-    return train_math_tokenizer(texts)
 
 
 def template_words() -> set[str]:
@@ -234,7 +223,7 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
     """Train (or resume) ``math/<size>``; the saved folder, or None if stopped early.
 
     ``dials``, ``prompt_length``, ``gen_length`` and ``tokenizer`` set the world
-    it learns (by default the landed one, with the committed tokenizer); the
+    it learns (by default the ladder's, with the committed tokenizer); the
     pilot (``math_pilot``) trains candidate worlds through them."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
@@ -372,7 +361,7 @@ def main(argv=None):
     if not (a.tokenizer or a.size):
         p.error("give --size and/or --tokenizer")
     if a.tokenizer:
-        tok = build_tokenizer()
+        tok = word_count_tokenizer()
         save_tokenizer(tok, a.out or tokenizer_dir())
         print(f"tokenizer with {len(tok)} tokens saved to {a.out or tokenizer_dir()}")
     if a.size:

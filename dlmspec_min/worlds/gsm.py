@@ -3,17 +3,19 @@
 (The module is named after GSM8K, not ``math``, which would shadow the standard
 library's module for a reader running files from this folder.)
 
-Text source: ``texts.problems``, a seeded grammar of GSM8K-shaped problems;
-tokenizer: a WordPiece trained on generated text only, numbers spelled digit by
-digit (``data/models/math/tokenizer``); roles: exact, from the grammar. Every
-word the grammar writes is a number, a name, an object, a symbol or a template
-word, and the grammar's word lists are disjoint, so a word's role is a function
-of its spelling: numbers, names and objects are content; template words are
-function words; symbols (``. , ? + - * / = ####``) are punctuation (glue). A
-word outside the grammar's lists (a model may spell one) counts as a function
-word. Prompts: held-out questions (``problems.HELD_OUT_SEED``), left-padded with
-``[PAD]`` to ``PROMPT_LENGTH`` as in training; ladder: ``dlmspec/math/small``,
-``base``, ``large``; default decode: greedy, 96 tokens in blocks of 32, Fast-dLLM's
+Text source: ``texts.problems``, a seeded grammar of GSM8K-shaped problems, with
+the dials ``train_math.DIALS`` (since 2026-12-04 the pilot's choice,
+``problems.NARROW``); tokenizer: one piece per grammar word, built from word
+counts, numbers spelled digit by digit (``data/models/math/tokenizer``); roles:
+exact, from the grammar. Every word the grammar writes is a number, a name, an
+object, a symbol or a template word, and the grammar's word lists are disjoint,
+so a word's role is a function of its spelling: numbers, names and objects are
+content; template words are function words; symbols (``. , ? + - * / = ####``)
+are punctuation (glue). A word outside the grammar's lists (a model may spell
+one) counts as a function word. Prompts: held-out questions
+(``problems.HELD_OUT_SEED``), left-padded with ``[PAD]`` to ``PROMPT_LENGTH`` as
+in training; ladder: ``dlmspec/math/small``, ``base``, ``large``; default
+decode: greedy, ``GEN_LENGTH`` (32) tokens in blocks of 32, Fast-dLLM's
 threshold 0.9.
 """
 
@@ -161,7 +163,7 @@ MATH = MathWorld(
     target="dlmspec/math/base",
     strong="dlmspec/math/large",
     context_free=False,  # its models answer questions; given none they write [EOS]
-    order_in_blocks=True,  # one 96-token block commits the [EOS] tail first
+    order_in_blocks=True,  # one long block commits the [EOS] tail first
     decode=dict(gen_length=train_math.GEN_LENGTH, block_length=train_math.BLOCK_LENGTH,
                 threshold=train_math.THRESHOLD),
 )
