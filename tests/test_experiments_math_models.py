@@ -74,7 +74,18 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
     for rule in math_rules:  # every name is measured; NaN reads as not met
         assert evaluate(rule, v) in (True, False)
     assert not evaluate(targets["math_large_answer_acc_0.3_to_0.95"], v)
+    assert v["m_math_large_vs_base"] == "not measured (large not trained yet)"
+    assert v["m_math_base_vs_small"].startswith(("base above", "base below",
+                                                 "base and small within"))
     assert r.tables["ladder"].loc["large", "status"] == "not trained yet"
+    blocks = r.tables["block_lengths"]  # how the block length moves the regime
+    assert list(blocks.index) == page.block_lengths(train_math.GEN_LENGTH)
+    assert blocks.index[-1] == train_math.BLOCK_LENGTH == v["m_math_block_length"]
+    own = f"m_math_block{train_math.BLOCK_LENGTH}_tokens_per_nfe"
+    assert v[own] == pytest.approx(v["m_math_threshold_tokens_per_nfe"])
+    assert ((blocks.low <= blocks["tokens per forward"])
+            & (blocks["tokens per forward"] <= blocks.high)).all()
+    assert page.block_lengths(96) == [8, 16, 24, 32, 48, 96]
     reg = r.tables["regime"]
     assert page.BASELINE in reg.index and len(reg) >= 3
     assert reg.loc[page.BASELINE, "tokens_per_forward"] == pytest.approx(1.0)
@@ -113,11 +124,28 @@ def test_the_first_world_s_kept_ladder_is_measured_on_its_own_world(tmp_path,
         page.first_world(n_problems=0)
 
 
+def test_the_ladder_s_ordering_is_read_from_the_intervals():
+    def rungs(**acc):  # size -> (lo, point, hi)
+        return {f"m_math_{s}_answer_acc{k}": x for s, (lo, p, hi) in acc.items()
+                for k, x in (("_lo", lo), ("", p), ("_hi", hi))}
+
+    v = rungs(small=(0.60, 0.65, 0.70), base=(0.50, 0.55, 0.60),
+              large=(0.71, 0.75, 0.80), top=(0.75, 0.8, 0.85))
+    within = "within each other's intervals"
+    assert page.ordering(v, "base", "small") == f"base and small {within}"
+    assert page.ordering(v, "large", "small") == "large above small, intervals apart"
+    assert page.ordering(v, "small", "top") == "small below top, intervals apart"
+    assert page.ordering(v, "large", "top") == f"large and top {within}"
+    v.update(rungs(large=(math.nan,) * 3))
+    assert page.ordering(v, "large", "base") == "not measured (large not trained yet)"
+
+
 def test_without_base_the_regime_figures_are_nan(tok):
     r = page.measure({"small": tiny(tok), "base": None, "large": None}, tok,
                      n_problems=2, n_unseen=2, n_bootstrap=20)
     assert math.isnan(r["m_math_threshold_tokens_per_nfe"])
     assert math.isnan(r["m_math_ended_share"]) and "regime" not in r.tables
+    assert math.isnan(r[f"m_math_block{train_math.BLOCK_LENGTH}_tokens_per_nfe"])
 
 
 def test_grade_counts_what_a_decode_copied_and_computed(tok):
