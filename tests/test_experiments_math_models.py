@@ -168,6 +168,7 @@ def test_the_pilot_reports_candidates_figures_and_the_rules_choice(tmp_path,
     r = page.pilot()
     spec = math_pilot.spec()
     assert r["m_pilot_run"] == 0 and r["m_pilot_chosen"] == "none yet"
+    assert page.draw_pilot(r) is None  # no curves to draw
     assert list(r.tables["dials"].index) == list(spec["candidates"])
     assert (r.tables["final"].status == "not run").all()
     figures = dict(answer_acc=0.3, copy_acc=0.8, number_copy=0.9, arith_acc=0.5,
@@ -188,6 +189,9 @@ def test_the_pilot_reports_candidates_figures_and_the_rules_choice(tmp_path,
     assert r["m_pilot_chosen"] == last  # all eligible: the most templates
     assert r[f"m_pilot_{last}_answer_acc_lo"] < 0.3 < r[f"m_pilot_{last}_answer_acc_hi"]
     assert r.tables["final"].eligible.all() and len(r.arrays["logs"]) == 3
+    fig = page.draw_pilot(r)  # one panel per figure, one line per candidate
+    assert [a.get_title() for a in fig.axes] == list(page.PILOT_CURVES.values())
+    assert all(len(a.lines) >= len(spec["candidates"]) for a in fig.axes)
     page_text = (ROOT / "notebooks" / "00_models.md").read_text()
     glued = set(re.findall(r"\{glue:text\}`(m_pilot_[a-z0-9_]+)", page_text))
     assert glued and glued <= set(r.values), glued - set(r.values)

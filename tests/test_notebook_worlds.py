@@ -103,9 +103,9 @@ def test_world_prose_given_explicitly_adds_nothing():
     ("03_win_condition", [("world", "math"), ("prompt_source", "bos")],
      "the math world's prompts are its held-out questions"),
     ("09_trajectory_speculation", [("world", "math"), ("prompt_length", "8")],
-     "the math world's questions are 64 tokens long"),
+     f"the math world's questions are {params.MATH_PROMPT_LENGTH} tokens long"),
     ("06_conditional", [("world", "math"), ("prompt_length", "16")],
-     "the math world's questions are 64 tokens long"),
+     f"the math world's questions are {params.MATH_PROMPT_LENGTH} tokens long"),
     ("03_win_condition", [("prompt_source", "questions")],
      "prompt_source='questions' is the math world's"),
     ("01_easy_first", [("world", "maths")], "must be one of prose, math"),
@@ -168,7 +168,7 @@ TINY = {
     "08_information": dict(model=SMALL, n_samples=4, n_side=3, K=8, n_bootstrap=50),
     "09_trajectory_speculation": dict(model=SMALL, n_samples=4, n_sweep=1,
                                       thresholds=[0.9], n_repeats=1, n_bootstrap=50,
-                                      gen_length=64),  # two of the world's blocks
+                                      gen_length=32, block_length=16),  # two blocks
 }
 
 

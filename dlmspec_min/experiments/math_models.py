@@ -488,3 +488,31 @@ def pilot() -> Measurement:
             "final": pd.DataFrame(rows).set_index("candidate"),
             "examples": examples},
         {"logs": pd.concat(logs, ignore_index=True) if logs else pd.DataFrame()})
+
+
+PILOT_CURVES = {"answer_acc": "answer accuracy",
+                "copy_acc": "names and objects copied",
+                "arith_acc": "arithmetic lines right",
+                "tokens_per_nfe": "tokens per forward"}
+
+
+def draw_pilot(m: Measurement):
+    """The pilot's curves, one panel per figure and one line per candidate, from
+    the decodes its runs logged during training; ``None`` when no candidate ran."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    logs = m.arrays["logs"]
+    if not len(logs):
+        return None
+    long = (logs.dropna(subset=["answer_acc"])
+            .melt(id_vars=["step", "candidate"], value_vars=list(PILOT_CURVES),
+                  var_name="figure")
+            .assign(figure=lambda d: d.figure.map(PILOT_CURVES)))
+    g = sns.relplot(long, x="step", y="value", hue="candidate", col="figure",
+                    col_wrap=2, kind="line", marker="o", height=2.6, aspect=1.4,
+                    facet_kws=dict(sharey=False))
+    g.set_titles("{col_name}")
+    g.set_axis_labels("training step", "")
+    plt.close(g.figure)
+    return g.figure
