@@ -4,6 +4,7 @@ import math
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -78,6 +79,11 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
     assert v["m_math_base_vs_small"].startswith(("base above", "base below",
                                                  "base and small within"))
     assert r.tables["ladder"].loc["large", "status"] == "not trained yet"
+    training = page.training_table(["small", "nonesuch"])  # counts stay integers
+    assert str(training["steps"].dtype) == "Int64"
+    assert training.loc["small", "steps"] == train_math.STEPS["small"]
+    assert training.loc["nonesuch", "status"] == "not trained yet"
+    assert pd.isna(training.loc["nonesuch", "steps"])
     blocks = r.tables["block_lengths"]  # how the block length moves the regime
     assert list(blocks.index) == page.block_lengths(train_math.GEN_LENGTH)
     assert blocks.index[-1] == train_math.BLOCK_LENGTH == v["m_math_block_length"]

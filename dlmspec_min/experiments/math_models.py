@@ -185,7 +185,9 @@ def training_table(sizes=SIZES) -> pd.DataFrame:
                          **{"parameters (M)": round(t["parameters"] / 1e6, 2),
                             "steps": t["steps"], "problems seen": t["problems_seen"],
                             "training minutes": round(t["train_seconds"] / 60, 1)}))
-    return pd.DataFrame(rows).set_index("model")
+    table = pd.DataFrame(rows).set_index("model")
+    counts = [c for c in ("steps", "problems seen") if c in table]
+    return table.astype({c: "Int64" for c in counts})  # counts stay whole
 
 
 def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
