@@ -217,3 +217,19 @@ def test_git_never_takes_a_checkpoint_from_a_model_folder():
     ran = subprocess.run(["git", "check-ignore", "-q", "data/models/math/small/"
                           "model.safetensors"], cwd=root)
     assert ran.returncode == 1, "the final weights must stay committable"
+
+
+
+def test_the_ladder_learning_rate_scales_as_one_over_width_as_claims_yml_says():
+    import yaml
+    from pathlib import Path
+
+    claims = Path(__file__).resolve().parents[1] / "book" / "claims.yml"
+    recipe = yaml.safe_load(claims.read_text())["checks"]["models"]["ladder_recipe"]
+    assert recipe["lr_scaling"] == "1/width"
+    for size, shape in T.SIZES.items():
+        want = recipe["lr_at_width_128"] * 128 / shape["hidden_size"]
+        assert T.lr_for(size) == pytest.approx(want, rel=1e-12)
+    assert T.lr_for("small") == 1e-3
+    assert T.lr_for("base") == pytest.approx(5e-4)
+    assert T.lr_for("large") == pytest.approx(4e-4)

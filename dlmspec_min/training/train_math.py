@@ -79,6 +79,13 @@ SIZES = {
 # only; sized to the issue's budget for the ladder (the step times behind it are
 # in data/README.md).
 STEPS = {"small": 6000, "base": 6000, "large": 6000}
+# The peak learning rate scales as 1/width from small's (2026-12-04, issue 34,
+# book/claims.yml: ladder_recipe). Adam moves every weight by about the same
+# step whatever the width, so a layer's output moves in proportion to its
+# width (Yang et al., 2022, muP); at small's 1e-3 for every rung, base and
+# large learnt to copy from the question 2,000 steps after small and ended
+# below it. ``lr`` in TRAIN_DEFAULTS is the rate at ``LR_WIDTH``.
+LR_WIDTH = 128
 TRAIN_DEFAULTS = dict(batch_size=64, lr=1e-3, warmup=200, weight_decay=0.01,
                       eval_every=250, decode_every=500, checkpoint_every=250,
                       seed=0, threads=1, bf16=True)
@@ -92,6 +99,11 @@ CHECKPOINT = "checkpoint.pt"
 # 2026-12-04 (issue 34; math_pilot; the first world was P.LANDED, in rows of 64 +
 # 96 tokens). The world, the models page and the claims read it here.
 DIALS = P.NARROW
+
+
+def lr_for(size: str) -> float:
+    """The ladder's peak learning rate for ``size``: 1e-3 at width 128, as 1/width."""
+    return TRAIN_DEFAULTS["lr"] * LR_WIDTH / SIZES[size]["hidden_size"]
 
 
 def world_dir() -> Path:
@@ -232,7 +244,7 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
         raise ValueError(f"unknown training options {sorted(unknown)}; "
                          f"known: {sorted(TRAIN_DEFAULTS)}")
     given = {k: v for k, v in overrides.items() if v is not None}
-    hp = {**TRAIN_DEFAULTS, **given}
+    hp = {**TRAIN_DEFAULTS, "lr": lr_for(size), **given}
     log = log or (lambda msg: print(msg, flush=True))
     out = Path(out or world_dir() / size)
     dials = DIALS if dials is None else dials
@@ -356,7 +368,9 @@ def main(argv=None):
             p.add_argument(flag, default=None, action=argparse.BooleanOptionalAction,
                            help=f"default: {v}")
         else:
-            p.add_argument(flag, type=type(v), default=None, help=f"default: {v}")
+            p.add_argument(flag, type=type(v), default=None, help=(
+                "default: lr_for(size), 1e-3 * 128 / width" if k == "lr"
+                else f"default: {v}"))
     a = p.parse_args(argv)
     if not (a.tokenizer or a.size):
         p.error("give --size and/or --tokenizer")
