@@ -82,6 +82,7 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
     training = page.training_table(["small", "nonesuch"])  # counts stay integers
     assert str(training["steps"].dtype) == "Int64"
     assert training.loc["small", "steps"] == train_math.STEPS["small"]
+    assert training.loc["small", "peak learning rate"] == train_math.lr_for("small")
     assert training.loc["nonesuch", "status"] == "not trained yet"
     assert pd.isna(training.loc["nonesuch", "steps"])
     blocks = r.tables["block_lengths"]  # how the block length moves the regime
@@ -201,3 +202,37 @@ def test_the_pilot_reports_candidates_figures_and_the_rules_choice(tmp_path,
     page_text = (ROOT / "notebooks" / "00_models.md").read_text()
     glued = set(re.findall(r"\{glue:text\}`(m_pilot_[a-z0-9_]+)", page_text))
     assert glued and glued <= set(r.values), glued - set(r.values)
+
+
+def test_the_recipes_curves_put_each_run_under_the_rate_it_trained_at(tmp_path,
+                                                                       monkeypatch):
+    import json
+
+    monkeypatch.setenv("DLMSPEC_DATA", str(tmp_path))
+    assert page.draw_recipes(page.recipe_logs()) is None  # no run: nothing drawn
+
+    def run(folder, size, lr, copy):
+        d = tmp_path / folder / size
+        d.mkdir(parents=True)
+        (d / "training.json").write_text(json.dumps({"hyperparameters": {"lr": lr}}))
+        rows = [dict(step=0, loss=None, answer_acc=0.0, copy_acc=0.0, arith_acc=math.nan),
+                dict(step=250, loss=1.0),  # a masked-accuracy row: no decodes
+                dict(step=500, loss=0.5, answer_acc=0.2, copy_acc=copy, arith_acc=0.1)]
+        (d / "train_log.jsonl").write_text("\n".join(map(json.dumps, rows)))
+
+    run("models/math", "small", 1e-3, 1.0)  # 1e-3 at width 128: both recipes
+    run("models/math", "base", train_math.lr_for("base"), 0.9)
+    run(page.SHARED_LR_DIR, "base", 1e-3, 0.1)
+    run(page.SHARED_LR_DIR, "large", 5e-4, 0.1)  # neither recipe's rate: left out
+    long = page.recipe_logs()
+    one, width = page.RECIPES
+    got = long.groupby(["recipe", "model"]).size().to_dict()
+    assert got == {(one, "small"): 4, (one, "base"): 4,  # 2 decodes x 2 figures
+                   (width, "small"): 4, (width, "base"): 4}
+    copied = long[(long.figure == page.RECIPE_CURVES["copy_acc"]) & (long.step == 500)]
+    assert copied.set_index(["recipe", "model"]).value.to_dict() == {
+        (one, "base"): 0.1, (one, "small"): 1.0, (width, "small"): 1.0,
+        (width, "base"): 0.9}
+    fig = page.draw_recipes(long)  # a row per figure, a column per recipe
+    assert len(fig.axes) == len(page.RECIPE_CURVES) * len(page.RECIPES)
+    assert all(len(a.lines) >= 2 for a in fig.axes)

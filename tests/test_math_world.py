@@ -120,6 +120,11 @@ def test_answer_of_reads_the_first_answer_line(tok):
     assert T.answer_of(tok, enc["input_ids"] + [EOS_ID, 9, 9]) == 7
     assert T.answer_of(tok, tok("Mia has 7 stamps .")["input_ids"]) is None
     assert T.answer_of(tok, tok("#### stamps")["input_ids"]) is None
+    # punctuation after the number: read as the skills' grader reads it
+    ids = tok("Mia has 7 stamps . #### 7 .")["input_ids"]
+    assert T.answer_of(tok, ids) == 7
+    from dlmspec_min.training import math_skills
+    assert math_skills.answer_in(math_skills.words_before_eos(tok, ids)) == 7
 
 
 def test_resume_gives_the_same_weights_as_one_run(tmp_path, monkeypatch):

@@ -40,7 +40,7 @@ from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
 from ..decoding.denoisers import ModelNotAvailableError, load_denoiser
 from ..measures import regime, stats
-from ..paths import models_dir
+from ..paths import data_dir, models_dir
 from ..ssld import accelerators
 from ..texts import problems as P
 from ..training import math_pilot, math_skills, train_math
@@ -183,6 +183,7 @@ def training_table(sizes=SIZES) -> pd.DataFrame:
         t = json.loads(f.read_text())
         rows.append(dict(model=s, status="trained",
                          **{"parameters (M)": round(t["parameters"] / 1e6, 2),
+                            "peak learning rate": t["hyperparameters"]["lr"],
                             "steps": t["steps"], "problems seen": t["problems_seen"],
                             "training minutes": round(t["train_seconds"] / 60, 1)}))
     table = pd.DataFrame(rows).set_index("model")
@@ -496,6 +497,58 @@ PILOT_CURVES = {"answer_acc": "answer accuracy",
                 "copy_acc": "names and objects copied",
                 "arith_acc": "arithmetic lines right",
                 "tokens_per_nfe": "tokens per forward"}
+
+
+SHARED_LR_DIR = "math_ladder_shared_lr"  # under data/: base and large at 1e-3 (logs)
+RECIPES = {"one rate: 1e-3 for every rung": lambda size: 1e-3,
+           "1/width: 1e-3 x 128 / width": train_math.lr_for}
+RECIPE_CURVES = {k: PILOT_CURVES[k] for k in ("copy_acc", "answer_acc")}
+
+
+def recipe_logs(sizes=SIZES) -> pd.DataFrame:
+    """Each rung's in-training decodes (128 held-out problems every 500 steps)
+    under the two learning-rate recipes, long form (step, model, recipe, figure,
+    value). Base and large first trained at one rate, 1e-3 (their logs are kept in
+    ``data/math_ladder_shared_lr``); the ladder now trains at 1/width
+    (``train_math.lr_for``). A run goes under the recipe whose rate its
+    ``training.json`` records, so small (1e-3 at width 128) is under both."""
+    frames, seen = [], set()
+    for folder in (data_dir() / SHARED_LR_DIR, models_dir() / "math"):
+        for s in sizes:
+            f = folder / s / "training.json"
+            if not f.exists():
+                continue
+            lr = json.loads(f.read_text())["hyperparameters"]["lr"]
+            lines = (folder / s / "train_log.jsonl").read_text().splitlines()
+            log = pd.DataFrame([json.loads(line) for line in lines])
+            for name, rule in RECIPES.items():
+                if math.isclose(lr, rule(s)) and (s, name) not in seen:
+                    seen.add((s, name))
+                    frames.append(log.assign(model=s, recipe=name))
+    if not frames:
+        return pd.DataFrame(columns=["step", "model", "recipe", "figure", "value"])
+    return (pd.concat(frames, ignore_index=True).dropna(subset=["answer_acc"])
+            .melt(id_vars=["step", "model", "recipe"], value_vars=list(RECIPE_CURVES),
+                  var_name="figure")
+            .assign(figure=lambda d: d.figure.map(RECIPE_CURVES)))
+
+
+def draw_recipes(long: pd.DataFrame):
+    """``recipe_logs`` as a grid: a row per figure, a column per recipe, a line
+    per rung; ``None`` when no run has a log."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    if not len(long):
+        return None
+    g = sns.relplot(long, x="step", y="value", hue="model", hue_order=list(SIZES),
+                    row="figure", col="recipe", col_order=list(RECIPES), kind="line",
+                    marker="o", height=2.4, aspect=1.5,
+                    facet_kws=dict(margin_titles=True))
+    g.set_titles(row_template="{row_name}", col_template="{col_name}")
+    g.set_axis_labels("training step", "")
+    plt.close(g.figure)
+    return g.figure
 
 
 def draw_pilot(m: Measurement):

@@ -38,6 +38,12 @@ def words_before_eos(tokenizer, ids) -> list[str]:
         ".", " . ").replace(",", " , ").replace("?", " ? ").split()
 
 
+def answer_in(words) -> int | None:
+    """The number right after the first ``####`` of a word list, or None."""
+    after = words[words.index(P.ANSWER_MARK) + 1:] if P.ANSWER_MARK in words else []
+    return int(after[0]) if after and after[0].isdigit() else None
+
+
 def arithmetic_lines(words) -> list[tuple[int, str, int, int]]:
     """Every ``a op b = c`` in a word list: (a, op, b, c)."""
     out = []
@@ -65,9 +71,7 @@ def grade(tokenizer, ids, problem: P.Problem) -> dict:
     lines = arithmetic_lines(words)
     ended = (EOS_ID in ids and len(words) >= 2 and words[-2] == P.ANSWER_MARK
              and words[-1].isdigit())
-    after = words[words.index(P.ANSWER_MARK) + 1:] if P.ANSWER_MARK in words else []
-    answer = int(after[0]) if after and after[0].isdigit() else None
-    return dict(correct=answer == problem.answer, ended=ended, no_text=not words,
+    return dict(correct=answer_in(words) == problem.answer, ended=ended, no_text=not words,
                 names_objects=len(written),
                 names_objects_copied=sum(w in asked for w in written),
                 question_numbers=len(q_numbers),

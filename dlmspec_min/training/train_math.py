@@ -179,16 +179,10 @@ def response_accuracy(model, x: torch.Tensor, ratio: float, seed: int = 0,
 
 
 def answer_of(tokenizer, ids) -> int | None:
-    """The integer after the first ``####`` of decoded ids (cut at [EOS]), or None."""
-    ids = [int(i) for i in ids]
-    if EOS_ID in ids:
-        ids = ids[: ids.index(EOS_ID)]
-    text = tokenizer.decode(ids, skip_special_tokens=True)
-    _, mark, rest = text.partition(P.ANSWER_MARK)
-    words = rest.split()
-    if not mark or not words or not words[0].isdigit():
-        return None
-    return int(words[0])
+    """The integer after the first ``####`` of decoded ids (cut at [EOS]), or None;
+    read as ``math_skills.grade`` reads it (punctuation after the number is not
+    part of it)."""
+    return math_skills.answer_in(math_skills.words_before_eos(tokenizer, ids))
 
 
 def decode_config(gen_length: int = GEN_LENGTH) -> DecodeConfig:
