@@ -224,7 +224,6 @@ def test_git_never_takes_a_checkpoint_from_a_model_folder():
     assert ran.returncode == 1, "the final weights must stay committable"
 
 
-
 def test_the_ladder_learning_rate_scales_as_one_over_width_as_claims_yml_says():
     import yaml
     from pathlib import Path

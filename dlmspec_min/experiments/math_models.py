@@ -162,14 +162,18 @@ def _interval(flags, n_boot: int, seed: int) -> tuple[float, float, float]:
     return stats.mean_bootstrap(pd.Series(flags).to_numpy(float), n_boot, seed)
 
 
-def training_logs(sizes=SIZES) -> pd.DataFrame:
-    """Every trained model's log (one row per evaluation), with its size."""
+def training_logs(sizes=SIZES, folder=None) -> pd.DataFrame:
+    """Every trained model's log in ``folder`` (default ``data/models/math``), one
+    row per evaluation, with its size and the peak learning rate it trained at."""
+    folder = models_dir() / "math" if folder is None else folder
     frames = []
     for s in sizes:
-        f = models_dir() / "math" / s / "train_log.jsonl"
+        f = folder / s / "train_log.jsonl"
         if f.exists():
             recs = [json.loads(line) for line in f.read_text().splitlines()]
-            frames.append(pd.DataFrame(recs).assign(model=s))
+            made = json.loads((folder / s / "training.json").read_text())
+            frames.append(pd.DataFrame(recs).assign(
+                model=s, lr=made["hyperparameters"]["lr"]))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -512,22 +516,14 @@ def recipe_logs(sizes=SIZES) -> pd.DataFrame:
     ``data/math_ladder_shared_lr``); the ladder now trains at 1/width
     (``train_math.lr_for``). A run goes under the recipe whose rate its
     ``training.json`` records, so small (1e-3 at width 128) is under both."""
-    frames, seen = [], set()
-    for folder in (data_dir() / SHARED_LR_DIR, models_dir() / "math"):
-        for s in sizes:
-            f = folder / s / "training.json"
-            if not f.exists():
-                continue
-            lr = json.loads(f.read_text())["hyperparameters"]["lr"]
-            lines = (folder / s / "train_log.jsonl").read_text().splitlines()
-            log = pd.DataFrame([json.loads(line) for line in lines])
-            for name, rule in RECIPES.items():
-                if math.isclose(lr, rule(s)) and (s, name) not in seen:
-                    seen.add((s, name))
-                    frames.append(log.assign(model=s, recipe=name))
+    runs = pd.concat([training_logs(sizes, data_dir() / SHARED_LR_DIR),
+                      training_logs(sizes)], ignore_index=True)
+    frames = [runs[[math.isclose(lr, rule(s)) for lr, s in zip(runs.lr, runs.model)]]
+              .assign(recipe=name) for name, rule in RECIPES.items()] if len(runs) else []
     if not frames:
         return pd.DataFrame(columns=["step", "model", "recipe", "figure", "value"])
     return (pd.concat(frames, ignore_index=True).dropna(subset=["answer_acc"])
+            .drop_duplicates(["model", "recipe", "step"])  # a run in both folders
             .melt(id_vars=["step", "model", "recipe"], value_vars=list(RECIPE_CURVES),
                   var_name="figure")
             .assign(figure=lambda d: d.figure.map(RECIPE_CURVES)))
