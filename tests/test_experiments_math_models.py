@@ -215,7 +215,8 @@ def test_the_recipes_curves_put_each_run_under_the_rate_it_trained_at(tmp_path,
         d = tmp_path / folder / size
         d.mkdir(parents=True)
         (d / "training.json").write_text(json.dumps({"hyperparameters": {"lr": lr}}))
-        rows = [dict(step=0, loss=None, answer_acc=0.0, copy_acc=0.0, arith_acc=math.nan),
+        rows = [dict(step=0, loss=None, answer_acc=0.0, copy_acc=0.0,
+                     arith_acc=math.nan),
                 dict(step=250, loss=1.0),  # a masked-accuracy row: no decodes
                 dict(step=500, loss=0.5, answer_acc=0.2, copy_acc=copy, arith_acc=0.1)]
         (d / "train_log.jsonl").write_text("\n".join(map(json.dumps, rows)))

@@ -225,8 +225,9 @@ def test_git_never_takes_a_checkpoint_from_a_model_folder():
 
 
 def test_the_ladder_learning_rate_scales_as_one_over_width_as_claims_yml_says():
-    import yaml
     from pathlib import Path
+
+    import yaml
 
     claims = Path(__file__).resolve().parents[1] / "book" / "claims.yml"
     recipe = yaml.safe_load(claims.read_text())["checks"]["models"]["ladder_recipe"]

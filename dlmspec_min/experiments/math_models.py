@@ -518,8 +518,10 @@ def recipe_logs(sizes=SIZES) -> pd.DataFrame:
     ``training.json`` records, so small (1e-3 at width 128) is under both."""
     runs = pd.concat([training_logs(sizes, data_dir() / SHARED_LR_DIR),
                       training_logs(sizes)], ignore_index=True)
-    frames = [runs[[math.isclose(lr, rule(s)) for lr, s in zip(runs.lr, runs.model)]]
-              .assign(recipe=name) for name, rule in RECIPES.items()] if len(runs) else []
+    frames = [runs[[math.isclose(lr, rule(s))
+                    for lr, s in zip(runs.lr, runs.model, strict=True)]]
+              .assign(recipe=name)
+              for name, rule in RECIPES.items()] if len(runs) else []
     if not frames:
         return pd.DataFrame(columns=["step", "model", "recipe", "figure", "value"])
     return (pd.concat(frames, ignore_index=True).dropna(subset=["answer_acc"])

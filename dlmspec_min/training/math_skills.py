@@ -71,7 +71,8 @@ def grade(tokenizer, ids, problem: P.Problem) -> dict:
     lines = arithmetic_lines(words)
     ended = (EOS_ID in ids and len(words) >= 2 and words[-2] == P.ANSWER_MARK
              and words[-1].isdigit())
-    return dict(correct=answer_in(words) == problem.answer, ended=ended, no_text=not words,
+    return dict(correct=answer_in(words) == problem.answer, ended=ended,
+                no_text=not words,
                 names_objects=len(written),
                 names_objects_copied=sum(w in asked for w in written),
                 question_numbers=len(q_numbers),
