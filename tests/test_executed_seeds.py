@@ -29,10 +29,10 @@ def _listed(text: str) -> list:
     return [s.strip() for s in text.split(",")]
 
 
-def test_the_page_runs_c2_c3_c6_at_seeds_0_1_2_on_its_defaults(glued):
-    assert _listed(glued["seeds_claims"]) == ["C2", "C3", "C6"]
+def test_the_page_runs_c2_c3_c6_c7_at_seeds_0_1_2_on_its_defaults(glued):
+    assert _listed(glued["seeds_claims"]) == ["C2", "C3", "C6", "C7"]
     assert _listed(glued["seeds_seeds"]) == ["0", "1", "2"]
-    assert glued["seeds_n_runs"] == glued["seeds_n_planned"] == 9
+    assert glued["seeds_n_runs"] == glued["seeds_n_planned"] == 12
 
 
 def test_every_run_verdict_is_its_claim_rule_on_its_values(glued):

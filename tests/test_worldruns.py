@@ -68,11 +68,19 @@ def test_a_world_whose_models_are_missing_is_not_run_and_says_why(tmp_path,
     r7 = worldruns.world_run(strong, jupytext.read(strong), "math")
     assert r7.missing == ("dlmspec/math/base (still training), "
                           "dlmspec/math/large (not trained)")
-    # a page that runs claim notebooks (the seed page) needs the world's own
-    # target and draft
+    # a page that runs claim notebooks (the seed page) needs the models of the
+    # claims it reruns in that world (C7: the large target too)
     seeds = REPO_ROOT / "notebooks" / "10_seeds.md"
     r10 = worldruns.world_run(seeds, jupytext.read(seeds), "math")
-    assert r10.notebook is None and r10.missing == "dlmspec/math/base (still training)"
+    assert r10.notebook is None
+    assert r10.missing == ("dlmspec/math/base (still training), "
+                           "dlmspec/math/large (not trained)")
+    _models_at(tmp_path / "later", monkeypatch, trained=("math/small", "math/base"))
+    r10 = worldruns.world_run(seeds, jupytext.read(seeds), "math")
+    assert r10.notebook is None and r10.missing == "dlmspec/math/large (not trained)"
+    assert set(worldruns.claim_models(["C2"], "math")) == {"dlmspec/math/base",
+                                                            "dlmspec/math/small"}
+    assert "dlmspec/math/large" in worldruns.claim_models(["C7"], "math")
     assert worldruns.models_missing(["dlmspec/math/small", "/some/folder", None]) == ""
 
 

@@ -116,6 +116,23 @@ def sizes_note(path: str | Path, world: str) -> str:
             f"-p world {world} -f {rel}")
 
 
+def claim_models(claim_ids, world: str) -> list:
+    """The models the notebooks of ``claim_ids`` name when run in ``world`` (each
+    with its world profile), and the world's own target and draft."""
+    from ..worlds import get_world
+    from . import run
+
+    w = get_world(world)
+    named = [w.target, w.draft]
+    registry = claims.load_registry()
+    for cid in claim_ids:
+        source = run.REPO_ROOT / registry["claims"][cid]["notebook"]
+        declared = run.declared_parameters(source)
+        values = run.gather(declared, pairs=[("world", world)], notebook=source)
+        named += [values.get(name) for name in params.MODELS if name in declared]
+    return named
+
+
 def world_run(path: str | Path, notebook: nbformat.NotebookNode,
               world: str) -> WorldRun:
     """The run of ``notebook`` (read from ``path``) in ``world``: its parameters
@@ -132,11 +149,8 @@ def world_run(path: str | Path, notebook: nbformat.NotebookNode,
     values = run.gather(declared, pairs=[("world", world)], notebook=Path(path))
     injected = {k: v for k, v in values.items() if v != defaults.get(k)}
     named = [values.get(name) for name in params.MODELS if name in declared]
-    if not named:  # a page that runs claim notebooks (the seed page): the world's
-        from ..worlds import get_world  # own target and draft
-
-        w = get_world(world)
-        named = [w.target, w.draft]
+    if not named:  # a page that runs claim notebooks (the seed page): theirs
+        named = claim_models(values.get("claims", []), world)
     missing = models_missing(named)
     nb = None
     if not missing:
