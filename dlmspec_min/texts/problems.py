@@ -27,6 +27,7 @@ Every intermediate result is an integer in [0, ``MAX_VALUE``].
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from dataclasses import dataclass
 
@@ -172,6 +173,37 @@ UNSEEN_TEMPLATES = frozenset(
     {"open_owns", "add_gift", "sub_donates", "mul_ends", "div_boxes", "ask_fewer"}
 )
 
+# --- solution freedom (issue 42): choices a solution may make, every role exact ------
+# A GSM8K solution is one of many a reader would accept; in the worlds above it is
+# fixed by the question. Two kinds of freedom, each a dial of ``Dials`` drawn
+# uniformly per problem, let a world's solutions vary without changing what they
+# compute (grading reads only ``#### n``):
+# - glue: a solution sentence's wording. ``PHRASINGS`` gives interchangeable
+#   wordings of a solution line (the first is the template's own); a line that
+#   starts with the person's name may also open with one of ``OPENERS``.
+# - content: the order of a commutative step's operands (``12 + 5`` or ``5 + 12``).
+#   The other content freedom, the order of independent steps, does not arise in
+#   this grammar: every solution line uses the line before it.
+# Only words the committed math tokenizer already holds are used.
+OPENERS = ("", "Then", "Later")
+PHRASINGS = {
+    "{p} now has {v} + {n} = {r} {o} .": (
+        "{p} now has {v} + {n} = {r} {o} .", "That makes {v} + {n} = {r} {o} .",
+        "{p} has {v} + {n} = {r} {o} now ."),
+    "{p} has {v} - {n} = {r} {o} left .": (
+        "{p} has {v} - {n} = {r} {o} left .", "That leaves {v} - {n} = {r} {o} .",
+        "{p} now has {v} - {n} = {r} {o} ."),
+    "{p} has {m} * {n} = {r} {o} .": (
+        "{p} has {m} * {n} = {r} {o} .", "That makes {m} * {n} = {r} {o} .",
+        "In total {p} has {m} * {n} = {r} {o} ."),
+    "Together they have {v} + {n} = {r} {o} .": (
+        "Together they have {v} + {n} = {r} {o} .",
+        "That makes {v} + {n} = {r} {o} together .",
+        "In total they have {v} + {n} = {r} {o} ."),
+}
+COMMUTATIVE = frozenset({"+", "*"})
+
+
 # --- number ranges (the world's difficulty, fixed before any model was trained) -------
 START = (2, 60)  # a plain opening's count
 ADD = (2, 60)  # an added or subtracted amount, the "more/fewer/together" amounts
@@ -194,6 +226,12 @@ class Dials:
     suits only a world large enough that the two streams hardly meet by chance.
     ``LANDED`` is the first world, every dial at the module's constants; other
     worlds change some dials and keep every role exact.
+
+    Solution freedom (issue 42; 1, 1, False: none, the solution is fixed by
+    the question): ``openers`` how many of ``OPENERS`` a name-led solution
+    sentence opens with (1: only the empty one), ``phrasings`` how many of a
+    line's ``PHRASINGS`` it is written in, ``free_order`` whether a commutative
+    step's operands come in either order. Each is drawn uniformly per line.
     """
 
     templates: frozenset[str] | None = None
@@ -210,6 +248,9 @@ class Dials:
     max_question_tokens: int = MAX_QUESTION_TOKENS
     max_solution_tokens: int = MAX_SOLUTION_TOKENS
     reserve: int = 0
+    openers: int = 1
+    phrasings: int = 1
+    free_order: bool = False
 
     def __post_init__(self):
         if not isinstance(self.reserve, int) or self.reserve < 0 or self.reserve == 1:
@@ -234,6 +275,14 @@ class Dials:
             raise ValueError(f"steps must satisfy {MIN_STEPS} <= min_steps <= "
                              f"max_steps <= {MAX_STEPS}, got {self.min_steps}, "
                              f"{self.max_steps}")
+        for dial, most in (("openers", len(OPENERS)),
+                           ("phrasings", max(map(len, PHRASINGS.values())))):
+            n = getattr(self, dial)
+            if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= most:
+                raise ValueError(f"{dial} must be an integer in [1, {most}], got {n!r}")
+        if not isinstance(self.free_order, bool):
+            raise ValueError(f"free_order must be True or False, got "
+                             f"{self.free_order!r}")
         for dial in ("start", "add", "factor", "group"):
             lo, hi = getattr(self, dial)
             if not 1 <= lo <= hi <= self.max_value:
@@ -251,6 +300,11 @@ class Dials:
     @property
     def container_list(self) -> tuple[str, ...]:
         return CONTAINERS[: self.containers]
+
+    @property
+    def free(self) -> bool:
+        """Whether this world's solutions have any freedom (issue 42)."""
+        return self.openers > 1 or self.phrasings > 1 or self.free_order
 
     def uses(self, template: str) -> bool:
         return self.templates is None or template in self.templates
@@ -290,6 +344,11 @@ class Problem:
     answer: int
     templates: tuple[str, ...]  # opening, events..., question
     steps: int  # arithmetic sentences in the solution
+    # the surprisal in bits of the solution's free choices given the question
+    # (issue 42), under the world's uniform draws: wording and openers (glue),
+    # operand order (content); its mean over problems is the entropy
+    glue_bits: float = 0.0
+    content_bits: float = 0.0
 
     @property
     def question_text(self) -> str:
@@ -335,6 +394,36 @@ def fill(template: str, slots: dict[str, object]) -> list[tuple[str, str]]:
         else:
             out.append((w, role_of(w, None)))
     return out
+
+
+def free_line(line: str, slots: dict, rng: random.Random,
+              d: Dials) -> tuple[str, float, float]:
+    """One solution line as this problem writes it in the world ``d``: (template
+    line, glue bits, content bits). A world without freedom returns ``line``
+    and draws nothing from ``rng``, so its problems are those it always drew."""
+    if not d.free:
+        return line, 0.0, 0.0
+    glue = content = 0.0
+    choices = PHRASINGS.get(line, (line,))[: d.phrasings]
+    if len(choices) > 1:
+        line = rng.choice(choices)
+        glue += math.log2(len(choices))
+    openers = OPENERS[: d.openers]
+    if len(openers) > 1 and line.split()[0] in ("{p}", "{q}"):
+        opener = rng.choice(openers)
+        line = f"{opener} {line}".strip()
+        glue += math.log2(len(openers))
+    words = line.split()
+    if d.free_order:
+        for i, w in enumerate(words):
+            if w in COMMUTATIVE and 0 < i < len(words) - 1:
+                a, b = words[i - 1], words[i + 1]
+                if rng.random() < 0.5:
+                    words[i - 1], words[i + 1] = b, a
+                if str(slots.get(a.strip("{}"), a)) != str(slots.get(b.strip("{}"), b)):
+                    content += 1.0  # equal operands read the same either way
+        line = " ".join(words)
+    return line, glue, content
 
 
 def _divisors(v: int, lo: int, hi: int) -> list[int]:
@@ -480,6 +569,7 @@ def _attempt(rng: random.Random, parts: dict, want: int,
         return None
     chosen.append(ask)
     question, solution = [], []
+    glue_bits = content_bits = 0.0
     v = None
     for i, name in enumerate(chosen):
         q_text, s_lines = TEMPLATES[name]
@@ -498,13 +588,16 @@ def _attempt(rng: random.Random, parts: dict, want: int,
         slots = {**base, **nums, "v": v}
         question += fill(q_text, slots)
         for line in s_lines:
+            line, g, c = free_line(line, slots, rng, d)
+            glue_bits, content_bits = glue_bits + g, content_bits + c
             solution += fill(line, slots)
         v = nums["r"]
     solution += fill(f"{ANSWER_MARK} {{r}}", {"r": v})
     if (n_tokens(question) > d.max_question_tokens
             or n_tokens(solution) > d.max_solution_tokens):
         return None
-    return Problem(tuple(question), tuple(solution), v, tuple(chosen), want)
+    return Problem(tuple(question), tuple(solution), v, tuple(chosen), want,
+                   glue_bits, content_bits)
 
 
 def problems(seed: int | str, n: int, split: str = "train",

@@ -195,11 +195,14 @@ def decode_config(gen_length: int = GEN_LENGTH) -> DecodeConfig:
 def answer_accuracy(model, tokenizer, batch: list[P.Problem], prompts: torch.Tensor,
                     gen_length: int = GEN_LENGTH):
     """(exact final-answer accuracy, tokens per forward, skills) of the default
-    decode; skills: ``math_skills.summarise`` of its decodes."""
+    decode; skills: ``math_skills.summarise`` of its decodes and their
+    ``answer_tokens_per_nfe``."""
     result = generate(Denoiser(model, MASK_ID), prompts, decode_config(gen_length))
     graded = [math_skills.grade(tokenizer, row, p)
               for row, p in zip(result.generated.tolist(), batch, strict=True)]
     skills = math_skills.summarise(graded)
+    skills["answer_tokens_per_nfe"] = math_skills.answer_tokens_per_nfe(
+        result.generated.tolist(), result.nfe.tolist())
     return skills["answer_acc"], result.mean_tokens_per_nfe, skills
 
 
