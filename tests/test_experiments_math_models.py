@@ -237,3 +237,44 @@ def test_the_recipes_curves_put_each_run_under_the_rate_it_trained_at(tmp_path,
     fig = page.draw_recipes(long)  # a row per figure, a column per recipe
     assert len(fig.axes) == len(page.RECIPE_CURVES) * len(page.RECIPES)
     assert all(len(a.lines) >= 2 for a in fig.axes)
+
+
+def test_the_freedom_pilot_reports_projections_and_the_rules_choice(tmp_path,
+                                                                    monkeypatch):
+    import json
+
+    from dlmspec_min.training import math_pilot
+
+    monkeypatch.setattr(math_pilot, "data_dir", lambda: tmp_path)
+    spec = math_pilot.spec("freedom_pilot")
+    r = page.freedom_pilot()
+    assert r["m_fp_run"] == 0 and r["m_fp_chosen"] == "none yet"
+    assert math.isnan(r["m_fp_factor"]) and page.draw_pilot(r) is None
+    assert (r.tables["final"].status == "not run").all()
+    base = math_pilot.last_decode(train_math.world_dir() / "base" / "train_log.jsonl")
+    # zero at half math/base's rate: a factor of 2; rates 8, 4, 2, 1.6, 1.2
+    rates = dict(zip(spec["candidates"], (base["tokens_per_nfe"] / 2, 4.0, 2.0,
+                                          1.6, 1.2), strict=True))
+    for name, rate in rates.items():
+        out = math_pilot.out_dir(name, "freedom_pilot")
+        out.mkdir(parents=True)
+        f = dict(answer_acc=0.4, copy_acc=1.0, arith_acc=0.5, ended_share=1.0,
+                 tokens_per_nfe=rate, answer_tokens_per_nfe=rate / 2, glue_bits=1.0,
+                 content_bits=0.5, problems=100, correct=40, wall_seconds=60,
+                 examples=[dict(question="q", decode="d")])
+        (out / "final.json").write_text(json.dumps(f))
+        (out / "train_log.jsonl").write_text(json.dumps(dict(
+            step=4000, answer_acc=0.4, copy_acc=1.0, arith_acc=0.5,
+            tokens_per_nfe=rate, answer_tokens_per_nfe=rate / 2)) + "\n")
+    r = page.freedom_pilot()
+    assert r["m_fp_factor"] == pytest.approx(2.0)
+    projected = {n: r[f"m_fp_{n}_projected"] for n in spec["candidates"]}
+    assert list(projected.values()) == pytest.approx(
+        [base["tokens_per_nfe"], 8.0, 4.0, 3.2, 2.4])
+    assert r["m_fp_chosen"] == list(spec["candidates"])[3]  # 3.2: nearest 3.34
+    assert r.tables["final"].eligible.tolist() == [False, False, True, True, False]
+    fig = page.draw_pilot(r, page.FREEDOM_CURVES)
+    assert [a.get_title() for a in fig.axes] == list(page.FREEDOM_CURVES.values())
+    page_text = (ROOT / "notebooks" / "00_models.md").read_text()
+    glued = set(re.findall(r"\{glue:text\}`(m_fp_[a-z0-9_]+)", page_text))
+    assert glued and glued <= set(r.values), glued - set(r.values)

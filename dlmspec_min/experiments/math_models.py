@@ -497,10 +497,89 @@ def pilot() -> Measurement:
         {"logs": pd.concat(logs, ignore_index=True) if logs else pd.DataFrame()})
 
 
+# --- the second pilot: freedom in the solutions (issue 42) -----------------------------
+FREEDOM_FIGURES = {"answer_acc": "answer accuracy", "copy_acc": SKILLS["copy_acc"],
+                   "arith_acc": SKILLS["arith_acc"], "ended_share": "ended",
+                   "tokens_per_nfe": "slots per forward",
+                   "answer_tokens_per_nfe": "answer tokens per forward",
+                   "glue_bits": "glue bits", "content_bits": "content bits"}
+
+
+def freedom_pilot() -> Measurement:
+    """Issue 42's pilot: its candidates' dials and final figures, each one's
+    projected ``math/base`` rate, and the rule's choice (``book/claims.yml``:
+    ``freedom_pilot``; ``math_pilot.choose_freedom``). Read from the committed
+    logs in ``data/math_freedom_pilot``; no choice is made until every
+    candidate has run. Answer accuracy gets a 95 % Wilson interval."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    which = "freedom_pilot"
+    spec, finals = math_pilot.spec(which), math_pilot.results(which)
+    lo_band, hi_band = spec["rule"]["projected_tokens_per_nfe"]
+    v: dict[str, Any] = {"m_fp_steps": spec["steps"],
+                         "m_fp_final_problems": spec["final_problems"],
+                         "m_fp_candidates": len(spec["candidates"]),
+                         "m_fp_run": len(finals), "m_fp_band_lo": lo_band,
+                         "m_fp_band_hi": hi_band,
+                         "m_fp_band_middle": math.sqrt(lo_band * hi_band),
+                         "m_fp_rule_min_copy_acc": spec["rule"]["min_copy_acc"],
+                         "m_fp_rule_min_ended_share": spec["rule"]["min_ended_share"]}
+    zero = spec["projection"]["zero"]
+    factor = math.nan
+    if zero in finals:
+        factor, parts = math_pilot.projection_factor(spec)
+        v["m_fp_factor_target"] = parts["target_tokens_per_nfe"]
+        v["m_fp_factor_zero"] = parts["zero_tokens_per_nfe"]
+    v["m_fp_factor"] = factor
+    rows = []
+    for name, cand in spec["candidates"].items():
+        row = {"candidate": name, **cand}
+        f = finals.get(name)
+        if f is None:
+            rows.append({**row, "status": "not run"})
+            continue
+        lo, hi = proportion_confint(f["correct"], f["problems"], method="wilson")
+        row.update({"status": "run",
+                    **{label: f[key] for key, label in FREEDOM_FIGURES.items()},
+                    "low": lo, "high": hi,
+                    "projected math/base slots per forward":
+                        f["tokens_per_nfe"] * factor,
+                    "minutes": round(f["wall_seconds"] / 60, 1)})
+        rows.append(row)
+        v.update({f"m_fp_{name}_{key}": float(f[key]) for key in FREEDOM_FIGURES})
+        v[f"m_fp_{name}_answer_acc_lo"], v[f"m_fp_{name}_answer_acc_hi"] = lo, hi
+        v[f"m_fp_{name}_projected"] = f["tokens_per_nfe"] * factor
+    if len(finals) == len(spec["candidates"]):
+        v["m_fp_chosen"], v["m_fp_why"], _ = math_pilot.choose_freedom(
+            finals, spec["rule"], factor)
+    else:
+        v["m_fp_chosen"] = "none yet"
+        v["m_fp_why"] = (f"{len(spec['candidates']) - len(finals)} candidate(s) "
+                         "not run")
+    table = pd.DataFrame(rows).set_index("candidate")
+    if "low" in table:
+        table["eligible"] = [
+            name in finals and lo_band <= r["projected math/base slots per forward"] <= hi_band
+            and r[SKILLS["copy_acc"]] >= spec["rule"]["min_copy_acc"]
+            and r["ended"] >= spec["rule"]["min_ended_share"]
+            for name, r in table.iterrows()]
+    logs = [pd.DataFrame([json.loads(line) for line in
+                          (math_pilot.out_dir(n, which) / "train_log.jsonl")
+                          .read_text().splitlines()]).assign(candidate=n)
+            for n in finals]
+    examples = pd.DataFrame([dict(candidate=n, **e) for n, f in finals.items()
+                             for e in f["examples"][:2]])
+    return Measurement(v, {"final": table, "examples": examples},
+                       {"logs": pd.concat(logs, ignore_index=True) if logs
+                        else pd.DataFrame()})
+
+
 PILOT_CURVES = {"answer_acc": "answer accuracy",
                 "copy_acc": "names and objects copied",
                 "arith_acc": "arithmetic lines right",
                 "tokens_per_nfe": "tokens per forward"}
+FREEDOM_CURVES = {**PILOT_CURVES, "tokens_per_nfe": "slots per forward",
+                  "answer_tokens_per_nfe": "answer tokens per forward"}
 
 
 SHARED_LR_DIR = "math_ladder_shared_lr"  # under data/: base and large at 1e-3 (logs)
@@ -549,9 +628,10 @@ def draw_recipes(long: pd.DataFrame):
     return g.figure
 
 
-def draw_pilot(m: Measurement):
-    """The pilot's curves, one panel per figure and one line per candidate, from
-    the decodes its runs logged during training; ``None`` when no candidate ran."""
+def draw_pilot(m: Measurement, curves: dict[str, str] = PILOT_CURVES):
+    """A pilot's curves, one panel per figure of ``curves`` and one line per
+    candidate, from the decodes its runs logged during training; ``None`` when
+    no candidate ran."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -559,9 +639,9 @@ def draw_pilot(m: Measurement):
     if not len(logs):
         return None
     long = (logs.dropna(subset=["answer_acc"])
-            .melt(id_vars=["step", "candidate"], value_vars=list(PILOT_CURVES),
+            .melt(id_vars=["step", "candidate"], value_vars=list(curves),
                   var_name="figure")
-            .assign(figure=lambda d: d.figure.map(PILOT_CURVES)))
+            .assign(figure=lambda d: d.figure.map(curves)))
     g = sns.relplot(long, x="step", y="value", hue="candidate", col="figure",
                     col_wrap=2, kind="line", marker="o", height=2.6, aspect=1.4,
                     facet_kws=dict(sharey=False))
