@@ -497,7 +497,7 @@ def pilot() -> Measurement:
         {"logs": pd.concat(logs, ignore_index=True) if logs else pd.DataFrame()})
 
 
-# --- the second pilot: freedom in the solutions (issue 42) -----------------------------
+# --- the second pilot: freedom in the solutions (issue 42) ------------------------
 FREEDOM_FIGURES = {"answer_acc": "answer accuracy", "copy_acc": SKILLS["copy_acc"],
                    "arith_acc": SKILLS["arith_acc"], "ended_share": "ended",
                    "tokens_per_nfe": "slots per forward",
@@ -559,7 +559,8 @@ def freedom_pilot() -> Measurement:
     table = pd.DataFrame(rows).set_index("candidate")
     if "low" in table:
         table["eligible"] = [
-            name in finals and lo_band <= r["projected math/base slots per forward"] <= hi_band
+            name in finals
+            and lo_band <= r["projected math/base slots per forward"] <= hi_band
             and r[SKILLS["copy_acc"]] >= spec["rule"]["min_copy_acc"]
             and r["ended"] >= spec["rule"]["min_ended_share"]
             for name, r in table.iterrows()]
