@@ -166,3 +166,28 @@ def test_the_projection_factor_reads_both_logs(tmp_path, monkeypatch):
     (zero / "train_log.jsonl").write_text(json.dumps(dict(step=0)))
     with pytest.raises(ValueError, match="no decode figures"):
         M.projection_factor()
+
+
+def test_the_free_world_is_the_freedom_pilots_choice_by_its_rule():
+    pilot = M.spec("freedom_pilot")
+    finals = M.results("freedom_pilot")
+    assert set(finals) == set(pilot["candidates"])  # every candidate committed
+    factor, _ = M.projection_factor(pilot)
+    chosen, _, projected = M.choose_freedom(finals, pilot["rule"], factor)
+    assert M.dials_of(pilot["candidates"][chosen]) == P.FREE
+    assert T.WORLDS["free"][0] == P.FREE and T.WORLDS["narrow"][0] == T.DIALS
+    for name, f in finals.items():  # the committed figures are the run's own
+        assert f["candidate"] == name and f["problems"] == pilot["final_problems"]
+        log = M.last_decode(M.out_dir(name, "freedom_pilot") / "train_log.jsonl")
+        assert log["step"] == pilot["steps"]
+        assert (M.out_dir(name, "freedom_pilot") / "model.safetensors").exists()
+        assert not (M.out_dir(name, "freedom_pilot") / "checkpoint.pt").exists()
+
+
+def test_the_ladders_have_their_own_folders_and_unknown_worlds_are_refused():
+    assert T.ladder_dir("narrow") == T.world_dir()
+    assert T.ladder_dir("free").name == "math_free"
+    with pytest.raises(ValueError, match="world must be one of"):
+        T.ladder_dir("wide")
+    with pytest.raises(ValueError, match="world must be one of"):
+        T.train("small", world="wide", steps=1)

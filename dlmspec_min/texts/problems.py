@@ -330,6 +330,13 @@ NARROW = Dials(
     reserve=8)
 
 
+# The world the freedom pilot chose (issue 42; its candidate "openers_order" in
+# book/claims.yml, tested equal): narrow's questions, each name-led solution
+# sentence opening with "Then", "Later" or nothing, and a commutative step's
+# operands in either order. The free ladder's world (data/models/math_free/).
+FREE = Dials(**{**NARROW.__dict__, "openers": 3, "free_order": True})
+
+
 def has_unseen(dials: Dials) -> bool:
     """Whether the world ``dials`` writes a template never used in training."""
     return bool(dials.template_names & UNSEEN_TEMPLATES)

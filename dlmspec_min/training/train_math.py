@@ -99,6 +99,19 @@ CHECKPOINT = "checkpoint.pt"
 # 2026-12-04 (issue 34; math_pilot; the first world was P.LANDED, in rows of 64 +
 # 96 tokens). The world, the models page and the claims read it here.
 DIALS = P.NARROW
+# The ladders (issue 42): each world's dials and its folder under data/models/.
+# ``narrow``, the book's math world since 2026-12-04, in ``math/``; ``free``,
+# the freedom pilot's choice (problems.FREE: narrow's questions, solutions with
+# free choices), retrained on the same recipe into ``math_free/``. Both read the
+# committed tokenizer in ``math/tokenizer``.
+WORLDS = {"narrow": (P.NARROW, "math"), "free": (P.FREE, "math_free")}
+
+
+def ladder_dir(world: str = "narrow") -> Path:
+    """Where the ladder of ``world`` (a key of ``WORLDS``) keeps its rungs."""
+    if world not in WORLDS:
+        raise ValueError(f"world must be one of {sorted(WORLDS)}, got {world!r}")
+    return models_dir() / WORLDS[world][1]
 
 
 def lr_for(size: str) -> float:
@@ -228,12 +241,13 @@ def _step_generator(seed: int, step: int) -> torch.Generator:
 def train(size: str, out: Path | None = None, steps: int | None = None,
           stop_after: float | None = None, log=None, *, dials: P.Dials | None = None,
           prompt_length: int = PROMPT_LENGTH, gen_length: int = GEN_LENGTH,
-          tokenizer=None, **overrides) -> Path | None:
+          tokenizer=None, world: str = "narrow", **overrides) -> Path | None:
     """Train (or resume) ``math/<size>``; the saved folder, or None if stopped early.
 
-    ``dials``, ``prompt_length``, ``gen_length`` and ``tokenizer`` set the world
-    it learns (by default the ladder's, with the committed tokenizer); the
-    pilot (``math_pilot``) trains candidate worlds through them."""
+    ``world`` names the ladder (``WORLDS``: its dials and folder); ``dials``,
+    ``prompt_length``, ``gen_length`` and ``tokenizer`` set the world it learns
+    (by default the ladder's, with the committed tokenizer); the pilot
+    (``math_pilot``) trains candidate worlds through them."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
     unknown = set(overrides) - set(TRAIN_DEFAULTS)
@@ -243,8 +257,8 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
     given = {k: v for k, v in overrides.items() if v is not None}
     hp = {**TRAIN_DEFAULTS, "lr": lr_for(size), **given}
     log = log or (lambda msg: print(msg, flush=True))
-    out = Path(out or world_dir() / size)
-    dials = DIALS if dials is None else dials
+    out = Path(out or ladder_dir(world) / size)  # ladder_dir checks ``world``
+    dials = WORLDS[world][0] if dials is None else dials
     tok = tokenizer or load_tokenizer(tokenizer_dir())
     layout = dict(prompt_length=prompt_length, gen_length=gen_length)
     held = P.problems(P.HELD_OUT_SEED, max(EVAL_PROBLEMS, DECODE_PROBLEMS), "test",
@@ -339,7 +353,7 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
         value = loss.item()
         running = value if running is None else 0.98 * running + 0.02 * value
     evaluate(steps)
-    summary = {"world": "math", "size": size, "parameters": n_params,
+    summary = {"world": "math", "ladder": world, "size": size, "parameters": n_params,
                "hyperparameters": hp, "compute": compute, "steps": steps,
                "problems_seen": steps * hp["batch_size"],
                "prompt_length": prompt_length, "gen_length": gen_length,
@@ -355,6 +369,9 @@ def main(argv=None):
     p.add_argument("--size", choices=sorted(SIZES))
     p.add_argument("--tokenizer", action="store_true", help="re-create the tokenizer")
     p.add_argument("--out", type=Path)
+    p.add_argument("--world", choices=sorted(WORLDS), default="narrow",
+                   help="which ladder: narrow (data/models/math) or free "
+                        "(data/models/math_free, issue 42)")
     p.add_argument("--steps", type=int, help="total steps (default: STEPS[size])")
     p.add_argument("--stop-after", type=float, metavar="SECONDS",
                    help="end at the first checkpoint after SECONDS (resume later)")
@@ -377,7 +394,8 @@ def main(argv=None):
         print(f"tokenizer with {len(tok)} tokens saved to {a.out or tokenizer_dir()}")
     if a.size:
         hp = {k: getattr(a, k) for k in TRAIN_DEFAULTS}
-        saved = train(a.size, a.out, steps=a.steps, stop_after=a.stop_after, **hp)
+        saved = train(a.size, a.out, steps=a.steps, stop_after=a.stop_after,
+                      world=a.world, **hp)
         print(f"saved {saved}" if saved else "stopped at a checkpoint")
 
 
