@@ -32,6 +32,8 @@ def sizes(tiny_models):
 
 
 MATH_PREFIX = "m_math_"
+# the narrow ladder, its pilot, the first math world, the freedom pilot, the free ladder
+MATH_PREFIXES = (MATH_PREFIX, "m_pilot_", "m_first_", "m_fp_", "m_free_")
 
 
 @pytest.fixture(scope="module")
@@ -41,13 +43,10 @@ def result(sizes, splits):
 
 
 def test_every_value_the_page_and_its_gates_read_is_measured(result):
-    """The prose world's values (the math world's, ``m_math_*``, the math
-    pilot's, ``m_pilot_*``, and the first math world's, ``m_first_*``, are
-    measured by ``experiments.math_models``:
-    tests/test_experiments_math_models.py)."""
+    """The prose world's values (the math worlds' values are measured by
+    ``experiments.math_models``: tests/test_experiments_math_models.py)."""
     names = shown_glue_names(NOTEBOOK) - names_recorded_on_page(NOTEBOOK)
-    names = {n for n in names
-             if not n.startswith((MATH_PREFIX, "m_pilot_", "m_first_"))}
+    names = {n for n in names if not n.startswith(MATH_PREFIXES)}
     assert names, "no glue name parsed from the notebook"
     assert names <= set(result.values), names - set(result.values)
     checks = load_registry()["checks"]["models"]
