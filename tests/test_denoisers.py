@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
@@ -181,3 +183,16 @@ def test_embedded_model_and_cache(data_dir):
     # a plain directory loads the same model
     again, _ = load_denoiser(data_dir / "models" / "small", dtype=torch.float64)
     assert again.model.dtype == torch.float64 and again.mask_id == 4
+
+
+def test_a_missing_rung_of_a_ladder_says_how_to_train_it(tmp_path, monkeypatch):
+    from dlmspec_min.decoding import denoisers
+
+    assert {"dlmspec/math/large", "dlmspec/math_free/large"} <= set(EMBEDDED_MODELS)
+    monkeypatch.setattr(denoisers, "models_dir", lambda: tmp_path)
+    for name, how in [
+            ("dlmspec/math_free/large", "train_math --size large --world free"),
+            ("dlmspec/math/base", "train_math --size base`"),
+            ("dlmspec/small", "training.train --size small`")]:
+        with pytest.raises(ModelNotAvailableError, match=re.escape(how)):
+            load_denoiser(name)

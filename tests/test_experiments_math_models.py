@@ -108,6 +108,39 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
         page.measure(models, tok, n_problems=0)
 
 
+def test_the_free_ladder_is_measured_on_its_own_world_under_its_own_names(tok):
+    from dlmspec_min.texts import problems as P
+    from dlmspec_min.worlds.gsm import MATH, MATH_FREE, ladder_world
+
+    assert MATH_FREE.dials == P.FREE and ladder_world("narrow").dials == MATH.dials
+    assert MATH_FREE.target == "dlmspec/math_free/base"
+    assert page.ladder_folder(MATH_FREE) == train_math.ladder_dir("free")
+    assert page.ladder_folder() == train_math.ladder_dir("narrow")
+    # its held-out problems are written with its dials: solutions with openers
+    openers = {w for w in P.OPENERS if w}
+    assert any(set(p.solution_text.split()) & openers for p in MATH_FREE.problems(40))
+    assert not any(set(p.solution_text.split()) & openers for p in MATH.problems(40))
+    models = {"small": tiny(tok, 0), "base": tiny(tok, 1), "large": None}
+    r = page.measure(models, tok, n_problems=4, n_unseen=2, regime_problems=2,
+                     n_bootstrap=20, batch_size=4, world=MATH_FREE, prefix="m_free_")
+    v = r.values
+    assert v and all(k.startswith("m_free_") for k in v)
+    assert 0 <= v["m_free_threshold_tokens_per_nfe"] <= train_math.GEN_LENGTH
+    page_text = (ROOT / "notebooks" / "00_models.md").read_text()
+    glued = set(re.findall(r"\{glue:text\}`(m_free_[a-z0-9_]+)", page_text))
+    glued -= {"m_free_targets_met", "m_free_targets_total"}  # the page counts them
+    assert glued and glued <= set(v), glued - set(v)
+    goals = load_registry()["checks"]["models"]["free_targets"]
+    assert len(goals) == 5
+    for rule in goals.values():  # every name is measured; NaN reads as not met
+        assert evaluate(rule, v) in (True, False)
+    assert not evaluate(goals["free_large_copies_90"], v)  # large is missing here
+    if (train_math.ladder_dir("free") / "base" / "training.json").exists():
+        assert r.tables["training"].loc["base", "status"] == "trained"
+    with pytest.raises(ValueError, match="prefix"):
+        page.measure(models, tok, n_problems=2, world=MATH_FREE, prefix="free")
+
+
 def test_the_first_world_s_kept_ladder_is_measured_on_its_own_world(tmp_path,
                                                                      monkeypatch):
     r = page.first_world(n_problems=4, n_bootstrap=20)

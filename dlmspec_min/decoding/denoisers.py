@@ -31,7 +31,9 @@ ALLOW_HUB_ENV = "DLMSPEC_ALLOW_HUB"
 EMBEDDED_PREFIX = "dlmspec/"
 EMBEDDED_SIZES = ("small", "base", "large")  # the prose world's ladder
 # the math world's ladder (generated grade-school problems, SPEC.md section 6)
-EMBEDDED_MATH_SIZES = ("math/small", "math/base", "math/large")
+EMBEDDED_MATH_SIZES = ("math/small", "math/base", "math/large",
+                       # the free ladder (issue 42: problems.FREE)
+                       "math_free/small", "math_free/base", "math_free/large")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
 
 LLADA_MASK_ID, LLADA_EOS_ID, LLADA_EOT_ID = 126336, 126081, 126348
@@ -398,8 +400,9 @@ def _load_embedded(name: str, device, dtype, device_map=None):
     size = name[len(EMBEDDED_PREFIX) :]
     path = models_dir() / size
     world, _, short = size.rpartition("/")
-    trainer = f"train_{world}" if world else "train"
-    how = f"`python -m dlmspec_min.training.{trainer} --size {short}`"
+    trainer = "train_math" if world.startswith("math") else "train"
+    ladder = " --world free" if world == "math_free" else ""
+    how = f"`python -m dlmspec_min.training.{trainer} --size {short}{ladder}`"
     if not (path / "config.json").exists():
         raise ModelNotAvailableError(
             f"embedded model {name!r} is not in {path}; train it with {how} "

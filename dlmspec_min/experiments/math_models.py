@@ -55,13 +55,15 @@ N_SHOWN = 3  # problems shown with each model's solution
 
 
 def load_ladder(sizes=SIZES, *, device: str = "cpu", dtype: str | None = "float32",
-                device_map: str | None = "none") -> dict[str, Any]:
-    """size -> denoiser for every trained model of the ladder; None where missing."""
+                device_map: str | None = "none", world=WORLD) -> dict[str, Any]:
+    """size -> denoiser for every trained model of ``world``'s ladder (default:
+    the math world's; ``worlds.gsm.MATH_FREE``: the free ladder); None where
+    missing."""
     out = {}
     for s in sizes:
         try:
-            out[s] = load_denoiser(f"dlmspec/math/{s}", device=device, dtype=dtype,
-                                   device_map=device_map)[0]
+            out[s] = load_denoiser(f"{ladder_prefix(world)}{s}", device=device,
+                                   dtype=dtype, device_map=device_map)[0]
         except ModelNotAvailableError:
             out[s] = None
     return out
@@ -162,6 +164,16 @@ def _interval(flags, n_boot: int, seed: int) -> tuple[float, float, float]:
     return stats.mean_bootstrap(pd.Series(flags).to_numpy(float), n_boot, seed)
 
 
+def ladder_prefix(world) -> str:
+    """``dlmspec/math/`` for the math world: its ladder's names less the size."""
+    return world.ladder[0].rsplit("/", 1)[0] + "/"
+
+
+def ladder_folder(world=WORLD):
+    """Where ``world``'s ladder keeps its rungs (``data/models/<folder>``)."""
+    return models_dir() / ladder_prefix(world)[len("dlmspec/"):-1]
+
+
 def training_logs(sizes=SIZES, folder=None) -> pd.DataFrame:
     """Every trained model's log in ``folder`` (default ``data/models/math``), one
     row per evaluation, with its size and the peak learning rate it trained at."""
@@ -177,10 +189,10 @@ def training_logs(sizes=SIZES, folder=None) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def training_table(sizes=SIZES) -> pd.DataFrame:
+def training_table(sizes=SIZES, world=WORLD) -> pd.DataFrame:
     rows = []
     for s in sizes:
-        f = models_dir() / "math" / s / "training.json"
+        f = ladder_folder(world) / s / "training.json"
         if not f.exists():
             rows.append(dict(model=s, status="not trained yet"))
             continue
@@ -197,33 +209,39 @@ def training_table(sizes=SIZES) -> pd.DataFrame:
 
 def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
             n_unseen: int = 200, regime_problems: int = 64, n_bootstrap: int = 2000,
-            seed: int = 0, batch_size: int = 64, device: str = "cpu") -> Measurement:
+            seed: int = 0, batch_size: int = 64, device: str = "cpu",
+            world=WORLD, prefix: str = "m_math_") -> Measurement:
     """Everything the models page measures in the math world (module docstring).
 
     ``models``: size -> denoiser or None (``load_ladder``). Values are glued as
-    ``m_math_*``; a missing model's figures are NaN.
+    ``<prefix>*`` (default ``m_math_*``); a missing model's figures are NaN.
+    ``world``: a math world (``worlds.gsm.MathWorld``): its dials write the
+    held-out problems, its folder holds the training logs.
     """
+    if not prefix.startswith("m_") or not prefix.endswith("_"):
+        raise ValueError(f"prefix must look like 'm_<name>_', got {prefix!r}")
+    dials = world.dials
     for name, n in [("n_problems", n_problems), ("n_unseen", n_unseen),
                     ("regime_problems", regime_problems), ("batch_size", batch_size)]:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
     v: dict[str, Any] = {}
-    tables: dict[str, Any] = {"generator": generator_table(), "ranges": ranges_table(),
-                              "training": training_table(list(models))}
-    arrays: dict[str, Any] = {"logs": training_logs(list(models))}
-    held = WORLD.problems(n_problems)
-    if not P.has_unseen(train_math.DIALS):  # a world that holds no template back
+    tables: dict[str, Any] = {"generator": generator_table(dials),
+                              "ranges": ranges_table(dials),
+                              "training": training_table(list(models), world)}
+    arrays: dict[str, Any] = {"logs": training_logs(list(models), ladder_folder(world))}
+    held = world.problems(n_problems)
+    if not P.has_unseen(dials):  # a world that holds no template back
         n_unseen = 0
-    unseen = WORLD.problems(n_unseen, "unseen") if n_unseen else []
-    prompts = WORLD.prompts(tokenizer, n_problems).to(device)
+    unseen = world.problems(n_unseen, "unseen") if n_unseen else []
+    prompts = world.prompts(tokenizer, n_problems).to(device)
     config = train_math.decode_config()
     v["m_math_n_problems"], v["m_math_n_unseen"] = n_problems, n_unseen
     v["m_math_prompt_length"] = train_math.PROMPT_LENGTH
-    v["m_math_reserve"] = train_math.DIALS.reserve
+    v["m_math_reserve"] = dials.reserve
     v["m_math_regime_problems"] = min(regime_problems, n_problems)
-    v["m_math_templates"] = len(train_math.DIALS.template_names)
-    v["m_math_unseen_templates"] = len(train_math.DIALS.template_names
-                                       & P.UNSEEN_TEMPLATES)
+    v["m_math_templates"] = len(dials.template_names)
+    v["m_math_unseen_templates"] = len(dials.template_names & P.UNSEEN_TEMPLATES)
     v["m_math_gen_length"], v["m_math_block_length"] = config.gen_length, \
         config.block_length
     v["m_math_threshold"] = config.threshold
@@ -263,8 +281,8 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
                               **{SKILLS[n]: x for n, x in skills.items()}},
                            **{f"accuracy, {s} step{'s' * (s > 1)}":
                               by_steps.get(s, math.nan)
-                              for s in range(train_math.DIALS.min_steps,
-                                             train_math.DIALS.max_steps + 1)}))
+                              for s in range(dials.min_steps,
+                                             dials.max_steps + 1)}))
         shown[size] = [answer_text(tokenizer, row) for row in gen[:N_SHOWN].tolist()]
         if size == "base":  # the claims' target: the regime and the ending
             v["m_math_threshold_tokens_per_nfe"] = tpf[0]
@@ -305,6 +323,8 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
             tables["regime"].loc[best, "tokens_per_forward"])
         v["m_math_regime_strongest_text_fraction"] = float(
             tables["regime"].loc[best, "text_fraction"])
+    if prefix != "m_math_":
+        v = {prefix + k[len("m_math_"):]: x for k, x in v.items()}
     return Measurement(v, tables, arrays)
 
 
@@ -645,6 +665,29 @@ def draw_pilot(m: Measurement, curves: dict[str, str] = PILOT_CURVES):
             .assign(figure=lambda d: d.figure.map(curves)))
     g = sns.relplot(long, x="step", y="value", hue="candidate", col="figure",
                     col_wrap=2, kind="line", marker="o", height=2.6, aspect=1.4,
+                    facet_kws=dict(sharey=False))
+    g.set_titles("{col_name}")
+    g.set_axis_labels("training step", "")
+    plt.close(g.figure)
+    return g.figure
+
+
+def draw_ladder(logs: pd.DataFrame, curves: dict[str, str] = FREEDOM_CURVES):
+    """A ladder's in-training decodes (``training_logs``: 128 held-out problems
+    every 500 steps), one panel per figure of ``curves``, one line per rung;
+    ``None`` when no rung has a log."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    if not len(logs):
+        return None
+    present = [c for c in curves if c in logs]
+    long = (logs.dropna(subset=["answer_acc"])
+            .melt(id_vars=["step", "model"], value_vars=present, var_name="figure")
+            .assign(figure=lambda d: d.figure.map(curves)))
+    g = sns.relplot(long, x="step", y="value", hue="model",
+                    hue_order=[s for s in SIZES if s in set(logs.model)], col="figure",
+                    col_wrap=3, kind="line", marker="o", height=2.4, aspect=1.3,
                     facet_kws=dict(sharey=False))
     g.set_titles("{col_name}")
     g.set_axis_labels("training step", "")

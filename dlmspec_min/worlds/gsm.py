@@ -21,7 +21,7 @@ threshold 0.9.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -69,6 +69,11 @@ COUNTS_SEED, COUNTS_PROBLEMS = "math-token-counts", 4096
 
 @dataclass(frozen=True)
 class MathWorld(World):
+    """A math world: the grammar's ``dials`` (``problems.Dials``) write its problems,
+    held-out and training alike; every math world shares the tokenizer."""
+
+    dials: P.Dials = field(default=train_math.DIALS)
+
     def tokenizer(self):
         from ..training.tokenizer import load_tokenizer
 
@@ -80,7 +85,7 @@ class MathWorld(World):
     def problems(self, n: int, split: str = "test") -> list[P.Problem]:
         """The first ``n`` held-out problems (``"unseen"``: of unseen templates)."""
         seed = P.UNSEEN_SEED if split == "unseen" else P.HELD_OUT_SEED
-        return P.problems(seed, n, split, train_math.DIALS)
+        return P.problems(seed, n, split, self.dials)
 
     def _held_out_problems(self, n: int, seed: int) -> list[P.Problem]:
         """The ``seed``-th n held-out problems (seed 0: the first n)."""
@@ -136,7 +141,7 @@ class MathWorld(World):
                              f"{prompt.shape[1]}")
         if seq_len not in (None, train_math.SEQ_LEN):
             raise ValueError(f"math rows are {train_math.SEQ_LEN} tokens long")
-        batch = P.problems(HEAD_SEED.format(seed=seed), n, "train", train_math.DIALS)
+        batch = P.problems(HEAD_SEED.format(seed=seed), n, "train", self.dials)
         return train_math.encode(tokenizer, batch)
 
     def held_out_rows(self, n, seed=0):
@@ -150,7 +155,7 @@ class MathWorld(World):
         (question and solution text)."""
         from ..measures.order import token_counts
 
-        batch = P.problems(COUNTS_SEED, COUNTS_PROBLEMS, "train", train_math.DIALS)
+        batch = P.problems(COUNTS_SEED, COUNTS_PROBLEMS, "train", self.dials)
         texts = [f"{p.question_text} {p.solution_text}".split() for p in batch]
         return token_counts(tokenizer, texts, vocab_size)
 
@@ -167,3 +172,21 @@ MATH = MathWorld(
     decode=dict(gen_length=train_math.GEN_LENGTH, block_length=train_math.BLOCK_LENGTH,
                 threshold=train_math.THRESHOLD),
 )
+
+
+def ladder_world(ladder: str) -> MathWorld:
+    """The math world of ``train_math.WORLDS[ladder]``: its dials and its ladder
+    (``dlmspec/<folder>/small|base|large``), with the ``math`` world's decode and
+    traits. ``"narrow"`` is ``MATH`` itself."""
+    if ladder not in train_math.WORLDS:
+        raise ValueError(f"ladder must be one of {sorted(train_math.WORLDS)}, "
+                         f"got {ladder!r}")
+    dials, folder = train_math.WORLDS[ladder]
+    names = tuple(f"dlmspec/{folder}/{s}" for s in ("small", "base", "large"))
+    return replace(MATH, name=folder, title=f"{MATH.title} ({ladder})", dials=dials,
+                   ladder=names, draft=names[0], target=names[1], strong=names[2])
+
+
+# issue 42: the free ladder's world (problems.FREE), measured on the models page;
+# not yet a world the claims are measured in (worlds.WORLDS)
+MATH_FREE = ladder_world("free")
