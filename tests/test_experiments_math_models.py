@@ -11,6 +11,7 @@ import torch
 from dlmspec_min.decoding.denoisers import Denoiser
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.experiments import math_models as page
+from dlmspec_min.experiments.common import Measurement
 from dlmspec_min.plumbing.claims import evaluate, load_registry
 from dlmspec_min.training import train_math
 from dlmspec_min.training.tokenizer import EOS_ID, MASK_ID
@@ -121,22 +122,24 @@ def test_the_free_ladder_is_measured_on_its_own_world_under_its_own_names(tok):
     assert any(set(p.solution_text.split()) & openers for p in MATH_FREE.problems(40))
     assert not any(set(p.solution_text.split()) & openers for p in MATH.problems(40))
     models = {"small": tiny(tok, 0), "base": tiny(tok, 1), "large": None}
-    r = page.measure(models, tok, n_problems=4, n_unseen=2, regime_problems=2,
-                     n_bootstrap=20, batch_size=4, world=MATH_FREE, prefix="m_free_")
+    r = page.free_ladder(tok, models, n_problems=4, n_unseen=2, regime_problems=2,
+                         n_bootstrap=20, batch_size=4)
     v = r.values
     assert v and all(k.startswith("m_free_") for k in v)
+    assert v["m_free_targets_total"] == len(r.tables["targets"]) == 5
+    assert v["m_free_targets_met"] == int(r.tables["targets"].met.sum())
     assert 0 <= v["m_free_threshold_tokens_per_nfe"] <= train_math.GEN_LENGTH
     page_text = (ROOT / "notebooks" / "00_models.md").read_text()
     glued = set(re.findall(r"\{glue:text\}`(m_free_[a-z0-9_]+)", page_text))
-    glued -= {"m_free_targets_met", "m_free_targets_total"}  # the page counts them
     assert glued and glued <= set(v), glued - set(v)
     goals = load_registry()["checks"]["models"]["free_targets"]
-    assert len(goals) == 5
     for rule in goals.values():  # every name is measured; NaN reads as not met
         assert evaluate(rule, v) in (True, False)
-    assert not evaluate(goals["free_large_copies_90"], v)  # large is missing here
+    assert not r.tables["targets"].loc["free_large_copies_90", "met"]  # no large here
     if (train_math.ladder_dir("free") / "base" / "training.json").exists():
         assert r.tables["training"].loc["base", "status"] == "trained"
+    side = page.side_by_side(r.tables["regime"], {"free": r, "gone": Measurement()})
+    assert {"prose", "free"} == set(side.index.get_level_values(0))
     with pytest.raises(ValueError, match="prefix"):
         page.measure(models, tok, n_problems=2, world=MATH_FREE, prefix="free")
 

@@ -693,3 +693,53 @@ def draw_ladder(logs: pd.DataFrame, curves: dict[str, str] = FREEDOM_CURVES):
     g.set_axis_labels("training step", "")
     plt.close(g.figure)
     return g.figure
+
+
+def targets_table(goals: dict[str, str], values: dict[str, Any]) -> pd.DataFrame:
+    """Each target's rule evaluated on ``values`` (NaN reads as not met)."""
+    from ..plumbing.claims import evaluate
+
+    return pd.DataFrame([(name, rule, bool(evaluate(rule, values)))
+                         for name, rule in goals.items()],
+                        columns=["target", "rule", "met"]).set_index("target")
+
+
+def free_ladder(tokenizer, models: dict[str, Any] | None = None, *,
+                dtype: str | None = "float32", device_map: str | None = "none",
+                **sizes) -> Measurement:
+    """The free ladder (issue 42, ``worlds.gsm.MATH_FREE``) measured as ``measure``
+    measures the math ladder, on its own world's held-out problems, glued as
+    ``m_free_*``; with its targets (``checks: models: free_targets``, written
+    before it trained) evaluated: table ``targets``, ``m_free_targets_met`` of
+    ``m_free_targets_total``. ``models`` (default: the committed free ladder,
+    ``load_ladder(world=MATH_FREE)`` with ``dtype`` and ``device_map``)."""
+    from ..plumbing.claims import load_registry
+    from ..worlds.gsm import MATH_FREE
+
+    if models is None:
+        models = load_ladder(device=sizes.get("device", "cpu"), dtype=dtype,
+                             device_map=device_map, world=MATH_FREE)
+    m = measure(models, tokenizer, world=MATH_FREE, prefix="m_free_", **sizes)
+    table = targets_table(load_registry()["checks"]["models"]["free_targets"], m.values)
+    m.tables["targets"] = table
+    m.values["m_free_targets_met"] = int(table.met.sum())
+    m.values["m_free_targets_total"] = len(table)
+    return m
+
+
+REGIME_COLUMNS = ["tokens_per_forward", "text_fraction", "text_tokens_per_forward",
+                  "tail_tokens_per_forward"]
+
+
+def side_by_side(prose: pd.DataFrame, worlds: dict[str, Measurement]) -> pd.DataFrame:
+    """The prose regime table beside each math world's (``measure``'s ``regime``
+    table, with answer accuracy), one column group per world; a world whose
+    base is not trained is left out and named in the printed line."""
+    side = {"prose": prose[REGIME_COLUMNS]}
+    for name, m in worlds.items():
+        if "regime" in m.tables:
+            side[name] = m.tables["regime"][REGIME_COLUMNS + ["answer_accuracy"]]
+        else:
+            print(f"{name}: its base, the claims' target, is not trained yet: "
+                  "no regime table")
+    return pd.concat(side, axis=1).T
