@@ -176,6 +176,9 @@ def test_the_free_world_is_the_freedom_pilots_choice_by_its_rule():
     chosen, _, projected = M.choose_freedom(finals, pilot["rule"], factor)
     assert M.dials_of(pilot["candidates"][chosen]) == P.FREE
     assert T.WORLDS["free"][0] == P.FREE and T.WORLDS["narrow"][0] == T.DIALS
+    # the regime page's content-freedom setting is the pilot's "order"
+    assert M.dials_of(pilot["candidates"]["order"]) == P.ORDER == T.WORLDS["order"][0]
+    assert P.ORDER.free_order and P.ORDER.openers == P.NARROW.openers
     for name, f in finals.items():  # the committed figures are the run's own
         assert f["candidate"] == name and f["problems"] == pilot["final_problems"]
         log = M.last_decode(M.out_dir(name, "freedom_pilot") / "train_log.jsonl")
@@ -187,6 +190,7 @@ def test_the_free_world_is_the_freedom_pilots_choice_by_its_rule():
 def test_the_ladders_have_their_own_folders_and_unknown_worlds_are_refused():
     assert T.ladder_dir("narrow") == T.world_dir()
     assert T.ladder_dir("free").name == "math_free"
+    assert T.ladder_dir("order").name == "math_order"
     with pytest.raises(ValueError, match="world must be one of"):
         T.ladder_dir("wide")
     with pytest.raises(ValueError, match="world must be one of"):

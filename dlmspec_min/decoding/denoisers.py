@@ -31,9 +31,11 @@ ALLOW_HUB_ENV = "DLMSPEC_ALLOW_HUB"
 EMBEDDED_PREFIX = "dlmspec/"
 EMBEDDED_SIZES = ("small", "base", "large")  # the prose world's ladder
 # the math world's ladder (generated grade-school problems, SPEC.md section 6)
+# the free ladder (issue 42: problems.FREE) and the regime page's content-freedom
+# setting (problems.ORDER): train_math.WORLDS
 EMBEDDED_MATH_SIZES = ("math/small", "math/base", "math/large",
-                       # the free ladder (issue 42: problems.FREE)
-                       "math_free/small", "math_free/base", "math_free/large")
+                       "math_free/small", "math_free/base", "math_free/large",
+                       "math_order/small", "math_order/base", "math_order/large")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
 
 LLADA_MASK_ID, LLADA_EOS_ID, LLADA_EOT_ID = 126336, 126081, 126348
@@ -401,7 +403,7 @@ def _load_embedded(name: str, device, dtype, device_map=None):
     path = models_dir() / size
     world, _, short = size.rpartition("/")
     trainer = "train_math" if world.startswith("math") else "train"
-    ladder = " --world free" if world == "math_free" else ""
+    ladder = f" --world {world[len('math_'):]}" if world.startswith("math_") else ""
     how = f"`python -m dlmspec_min.training.{trainer} --size {short}{ladder}`"
     if not (path / "config.json").exists():
         raise ModelNotAvailableError(

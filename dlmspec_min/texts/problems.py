@@ -335,6 +335,11 @@ NARROW = Dials(
 # sentence opening with "Then", "Later" or nothing, and a commutative step's
 # operands in either order. The free ladder's world (data/models/math_free/).
 FREE = Dials(**{**NARROW.__dict__, "openers": 3, "free_order": True})
+# The regime page's third setting (issue 42, item 4; the pilot's candidate
+# "order", tested equal): narrow with content freedom only, a commutative step's
+# operands in either order. Its ladder's draft and target are in
+# data/models/math_order/.
+ORDER = Dials(**{**NARROW.__dict__, "free_order": True})
 
 
 def has_unseen(dials: Dials) -> bool:

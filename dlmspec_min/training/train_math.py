@@ -104,7 +104,10 @@ DIALS = P.NARROW
 # the freedom pilot's choice (problems.FREE: narrow's questions, solutions with
 # free choices), retrained on the same recipe into ``math_free/``. Both read the
 # committed tokenizer in ``math/tokenizer``.
-WORLDS = {"narrow": (P.NARROW, "math"), "free": (P.FREE, "math_free")}
+# ``order`` (problems.ORDER: content freedom alone), in ``math_order/``: a setting
+# of the regime page, its small and base only.
+WORLDS = {"narrow": (P.NARROW, "math"), "free": (P.FREE, "math_free"),
+          "order": (P.ORDER, "math_order")}
 
 
 def ladder_dir(world: str = "narrow") -> Path:

@@ -182,6 +182,8 @@ def ladder_world(ladder: str) -> MathWorld:
         raise ValueError(f"ladder must be one of {sorted(train_math.WORLDS)}, "
                          f"got {ladder!r}")
     dials, folder = train_math.WORLDS[ladder]
+    if folder == "math":
+        return MATH
     names = tuple(f"dlmspec/{folder}/{s}" for s in ("small", "base", "large"))
     return replace(MATH, name=folder, title=f"{MATH.title} ({ladder})", dials=dials,
                    ladder=names, draft=names[0], target=names[1], strong=names[2])
