@@ -380,7 +380,10 @@ def measure(
                        "SSLD, draft + verify + infill (s)": t_ssld},
                       index=pd.RangeIndex(1, n_repeats + 1, name="repeat")),
                   "bars": bars}
-    out.arrays |= {"acc_nfe": acc_nfe, "ssld_nfe": ssld_runs[best].nfe,
+    out.arrays |= {"nfe_by_accelerator": {n: r.nfe.cpu() for n, r in acc_runs.items()},
+                   "generated_by_accelerator": {n: r.generated.cpu()
+                                                for n, r in acc_runs.items()},
+                   "acc_nfe": acc_nfe, "ssld_nfe": ssld_runs[best].nfe,
                    "wall_acc": t_acc, "wall_ssld": t_ssld}
     out.n_clusters = sid.n_clusters
     return out

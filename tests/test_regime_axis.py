@@ -1,0 +1,132 @@
+"""The regime page (notebook 11): settings, freedom bits, the trajectory gain and
+the whole measurement on tiny random models."""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from dlmspec_min.decoding.denoisers import Denoiser, ModelNotAvailableError
+from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.experiments import regime_axis as ra
+from dlmspec_min.experiments.common import Measurement, Models
+from dlmspec_min.plumbing.claims import evaluate, load_registry
+from dlmspec_min.texts import problems as P
+from dlmspec_min.training import train_math
+from dlmspec_min.training.tokenizer import MASK_ID
+from dlmspec_min.worlds.gsm import MATH
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = dict(n_samples=3, K=8, n_codebooks=1, n_train=16, n_permutations=20,
+             n_bootstrap=20)
+
+
+def tiny(tok, seed):
+    torch.manual_seed(seed)
+    cfg = DLMConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32,
+                    num_hidden_layers=1, num_attention_heads=2,
+                    max_position_embeddings=train_math.SEQ_LEN)
+    return Denoiser(DLMForMaskedDiffusion(cfg), MASK_ID)
+
+
+def test_the_registry_s_settings_are_the_pilot_s_worlds_with_their_own_models():
+    settings = ra.spec()["settings"]
+    assert len(settings) >= 3  # issue 42: at least three, narrow among them
+    worlds = {n: ra.setting_world(n, s) for n, s in settings.items()}
+    assert worlds["narrow"].dials == MATH.dials == P.NARROW
+    assert worlds["order"].dials == P.ORDER and worlds["free"].dials == P.FREE
+    for name, s in settings.items():
+        assert worlds[name].target == s["target"] and worlds[name].draft == s["draft"]
+        assert s["target"] != s["draft"]
+    assert len({s["target"] for s in settings.values()}) == len(settings)
+    with pytest.raises(ValueError, match="not a candidate of the freedom pilot"):
+        ra.setting_world("x", dict(freedom="wide", draft="a", target="b"))
+
+
+def test_freedom_bits_are_zero_without_freedom_and_content_bits_count_orders():
+    settings = ra.spec()["settings"]
+    narrow = ra.freedom_bits(ra.setting_world("narrow", settings["narrow"]), 50)
+    order = ra.freedom_bits(ra.setting_world("order", settings["order"]), 50)
+    free = ra.freedom_bits(ra.setting_world("free", settings["free"]), 50)
+    assert narrow == (0.0, 0.0)
+    assert order[0] == 0.0 and order[1] > 0.5  # a commutative step: one bit each
+    assert free[0] > 0.5 and free[1] > 0.5
+
+
+def test_the_trajectory_gain_and_its_exactness_read_c3_s_decodes():
+    nfe = {ra.THRESHOLD: torch.tensor([8, 6, 4]), ra.TRAJ: torch.tensor([4, 3, 2])}
+    gen = {ra.DUAL: torch.tensor([[1, 2], [3, 4], [5, 6]]),
+           ra.TRAJ: torch.tensor([[1, 2], [3, 4], [5, 7]])}
+    m = Measurement(arrays={"nfe_by_accelerator": nfe, "generated_by_accelerator": gen})
+    gain = ra.traj_gain(m, n_bootstrap=50, seed=0)
+    assert gain[0] == pytest.approx(2.0) and gain[1] <= 2.0 <= gain[2]
+    assert ra.traj_exact(m) == pytest.approx(2 / 3)
+    none = Measurement(arrays={"nfe_by_accelerator": {},
+                               "generated_by_accelerator": {}})
+    assert math.isnan(ra.traj_gain(none, 50, 0)[0]) and math.isnan(ra.traj_exact(none))
+
+
+def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_pair(
+        monkeypatch):
+    tok = MATH.tokenizer()
+    pair = Models(tiny(tok, 1), tiny(tok, 0), tok)
+
+    def load(target, draft, **kw):
+        if "math_order" in target:
+            raise ModelNotAvailableError(f"embedded model {target!r} is not in x; "
+                                         "train it")
+        return pair
+
+    monkeypatch.setattr(ra, "load_models", load)
+    said = []
+    m = ra.measure(**SMALL, progress=said.append)
+    v = m.values
+    settings = ra.spec()["settings"]
+    assert v["r_settings_total"] == len(settings) == len(said)
+    assert v["r_settings_measured"] == len(settings) - 1
+    assert "order: not measured" in said[1]
+    assert math.isnan(v["r_order_tau_acc"])
+    assert v["r_order_c3_verdict"] == "not measured"
+    assert v["r_order_content_bits"] > 0  # the world is known without its models
+    table = m.tables["settings"]
+    assert table.loc["order", "status"].startswith("not measured: embedded model")
+    verdicts = set(load_registry()["verdicts"])
+    for name in ("narrow", "free"):
+        assert table.loc[name, "status"] == "measured"
+        assert v[f"r_{name}_tau_acc_lo"] <= v[f"r_{name}_tau_acc"] <= v[
+            f"r_{name}_tau_acc_hi"]
+        tau = v[f"r_{name}_tau_acc"]
+        assert v[f"r_{name}_alpha_star"] == pytest.approx(1 - 1 / tau)
+        assert v[f"r_{name}_margin"] == pytest.approx(
+            v[f"r_{name}_alpha_star"] - v[f"r_{name}_alpha_hi"])
+        assert v[f"r_{name}_threshold_tpf"] <= v[f"r_{name}_tau_acc"] + 1e-9
+        assert v[f"r_{name}_c3_verdict"] in verdicts
+        assert v[f"r_{name}_c4_verdict"] in verdicts
+        assert v[f"r_{name}_traj_exact"] == 1.0  # greedy: the base policy's tokens
+    rule = ra.spec()["rules"]["trajectory_speculation_exact"]
+    assert evaluate(rule, v)
+    assert not evaluate(rule, {**v, "r_traj_exact_min": 0.5})
+    page = (ROOT / "notebooks" / "11_regime.md").read_text()
+    glued = set(re.findall(r"\{glue:text\}`(r_[a-z0-9_]+)", page))
+    glued -= {"r_paper_traj_gain", "r_runtime_s"}  # the page records these
+    assert glued and glued <= set(v), glued - set(v)
+    fig = ra.draw(m, paper_gain=1.5)
+    assert len(fig.axes) == len(ra.AXES) * len(ra.FIGURES)
+    assert all(len(ax.collections) + len(ax.lines) >= 1 for ax in fig.axes)
+
+
+def test_nothing_measured_draws_nothing_and_bad_sizes_are_refused(monkeypatch):
+    def load(target, draft, **kw):
+        raise ModelNotAvailableError("missing; train it")
+
+    monkeypatch.setattr(ra, "load_models", load)
+    m = ra.measure(**SMALL, progress=lambda s: None)
+    assert m["r_settings_measured"] == 0 and math.isnan(m["r_traj_exact_min"])
+    assert ra.draw(m) is None
+    assert not evaluate(ra.spec()["rules"]["trajectory_speculation_exact"], m.values)
+    with pytest.raises(ValueError, match="n_samples must be"):
+        ra.measure(n_samples=0)
+    with pytest.raises(ValueError, match="no settings"):
+        ra.measure(settings={})
