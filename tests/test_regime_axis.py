@@ -12,7 +12,7 @@ from dlmspec_min.decoding.denoisers import Denoiser, ModelNotAvailableError
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.experiments import regime_axis as ra
 from dlmspec_min.experiments.common import Measurement, Models
-from dlmspec_min.plumbing.claims import evaluate, load_registry
+from dlmspec_min.plumbing.claims import evaluate, load_registry, verdict
 from dlmspec_min.texts import problems as P
 from dlmspec_min.training import train_math
 from dlmspec_min.training.tokenizer import MASK_ID
@@ -21,6 +21,14 @@ from dlmspec_min.worlds.gsm import MATH
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = dict(n_samples=3, K=8, n_codebooks=1, n_train=16, n_permutations=20,
              n_bootstrap=20)
+
+
+def spec():
+    return load_registry()["checks"]["regime"]
+
+
+def measure(**kw):
+    return ra.measure(spec()["settings"], verdict, **kw)
 
 
 def tiny(tok, seed):
@@ -32,7 +40,7 @@ def tiny(tok, seed):
 
 
 def test_the_registry_s_settings_are_the_pilot_s_worlds_with_their_own_models():
-    settings = ra.spec()["settings"]
+    settings = spec()["settings"]
     assert len(settings) >= 3  # issue 42: at least three, narrow among them
     worlds = {n: ra.setting_world(n, s) for n, s in settings.items()}
     assert worlds["narrow"].dials == MATH.dials == P.NARROW
@@ -46,13 +54,28 @@ def test_the_registry_s_settings_are_the_pilot_s_worlds_with_their_own_models():
 
 
 def test_freedom_bits_are_zero_without_freedom_and_content_bits_count_orders():
-    settings = ra.spec()["settings"]
+    settings = spec()["settings"]
     narrow = ra.freedom_bits(ra.setting_world("narrow", settings["narrow"]), 50)
     order = ra.freedom_bits(ra.setting_world("order", settings["order"]), 50)
     free = ra.freedom_bits(ra.setting_world("free", settings["free"]), 50)
     assert narrow == (0.0, 0.0)
     assert order[0] == 0.0 and order[1] > 0.5  # a commutative step: one bit each
     assert free[0] > 0.5 and free[1] > 0.5
+
+
+def test_the_summary_runs_from_the_most_determined_setting_to_the_freest():
+    def fig(tpf, a_star, alpha, margin):
+        return dict(tau_acc=tpf + 1, threshold_tpf=tpf, alpha_star=a_star,
+                    alpha=alpha, margin=margin)
+
+    figs = {"a": fig(4.0, 0.8, 0.85, -0.1), "b": fig(10.0, 0.95, 0.9, 0.02),
+            "c": dict(fig(1, 0, 0, 0), tau_acc=math.nan)}
+    v = {f"r_{n}_{k}": x for n, f in figs.items() for k, x in f.items()}
+    text = ra.summary(v, figs)
+    assert text.startswith("from b (10.00 slots per forward) to a (4.00)")
+    assert "alpha* moves from 0.950 to 0.800" in text
+    assert text.endswith("in 1 of 2 measured settings")
+    assert ra.summary(v, ["a"]).startswith("one setting is measured, a")
 
 
 def test_the_trajectory_gain_and_its_exactness_read_c3_s_decodes():
@@ -81,9 +104,9 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
 
     monkeypatch.setattr(ra, "load_models", load)
     said = []
-    m = ra.measure(**SMALL, progress=said.append)
+    m = measure(**SMALL, progress=said.append)
     v = m.values
-    settings = ra.spec()["settings"]
+    settings = spec()["settings"]
     assert v["r_settings_total"] == len(settings) == len(said)
     assert v["r_settings_measured"] == len(settings) - 1
     assert "order: not measured" in said[1]
@@ -105,7 +128,9 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
         assert v[f"r_{name}_c3_verdict"] in verdicts
         assert v[f"r_{name}_c4_verdict"] in verdicts
         assert v[f"r_{name}_traj_exact"] == 1.0  # greedy: the base policy's tokens
-    rule = ra.spec()["rules"]["trajectory_speculation_exact"]
+    reach = sum(v[f"r_{n}_margin"] <= 0 for n in ("narrow", "free"))
+    assert v["r_summary"].endswith(f"in {reach} of 2 measured settings")
+    rule = spec()["rules"]["trajectory_speculation_exact"]
     assert evaluate(rule, v)
     assert not evaluate(rule, {**v, "r_traj_exact_min": 0.5})
     page = (ROOT / "notebooks" / "11_regime.md").read_text()
@@ -122,11 +147,12 @@ def test_nothing_measured_draws_nothing_and_bad_sizes_are_refused(monkeypatch):
         raise ModelNotAvailableError("missing; train it")
 
     monkeypatch.setattr(ra, "load_models", load)
-    m = ra.measure(**SMALL, progress=lambda s: None)
+    m = measure(**SMALL, progress=lambda s: None)
     assert m["r_settings_measured"] == 0 and math.isnan(m["r_traj_exact_min"])
+    assert m["r_summary"] == "no setting is measured in this build"
     assert ra.draw(m) is None
-    assert not evaluate(ra.spec()["rules"]["trajectory_speculation_exact"], m.values)
+    assert not evaluate(spec()["rules"]["trajectory_speculation_exact"], m.values)
     with pytest.raises(ValueError, match="n_samples must be"):
-        ra.measure(n_samples=0)
+        measure(n_samples=0)
     with pytest.raises(ValueError, match="no settings"):
-        ra.measure(settings={})
+        ra.measure({}, verdict)

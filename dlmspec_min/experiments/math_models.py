@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -695,32 +696,33 @@ def draw_ladder(logs: pd.DataFrame, curves: dict[str, str] = FREEDOM_CURVES):
     return g.figure
 
 
-def targets_table(goals: dict[str, str], values: dict[str, Any]) -> pd.DataFrame:
-    """Each target's rule evaluated on ``values`` (NaN reads as not met)."""
-    from ..plumbing.claims import evaluate
-
+def targets_table(goals: dict[str, str], values: dict[str, Any],
+                  evaluate: Callable[[str, dict], Any]) -> pd.DataFrame:
+    """Each target's rule evaluated on ``values`` by ``evaluate(rule, values)``
+    (``plumbing.claims.evaluate``: NaN reads as not met)."""
     return pd.DataFrame([(name, rule, bool(evaluate(rule, values)))
                          for name, rule in goals.items()],
                         columns=["target", "rule", "met"]).set_index("target")
 
 
-def free_ladder(tokenizer, models: dict[str, Any] | None = None, *,
+def free_ladder(tokenizer, goals: dict[str, str], evaluate: Callable[[str, dict], Any],
+                models: dict[str, Any] | None = None, *,
                 dtype: str | None = "float32", device_map: str | None = "none",
                 **sizes) -> Measurement:
     """The free ladder (issue 42, ``worlds.gsm.MATH_FREE``) measured as ``measure``
     measures the math ladder, on its own world's held-out problems, glued as
     ``m_free_*``; with its targets (``checks: models: free_targets``, written
-    before it trained) evaluated: table ``targets``, ``m_free_targets_met`` of
+    before it trained: ``goals``) evaluated: table ``targets``,
+    ``m_free_targets_met`` of
     ``m_free_targets_total``. ``models`` (default: the committed free ladder,
     ``load_ladder(world=MATH_FREE)`` with ``dtype`` and ``device_map``)."""
-    from ..plumbing.claims import load_registry
     from ..worlds.gsm import MATH_FREE
 
     if models is None:
         models = load_ladder(device=sizes.get("device", "cpu"), dtype=dtype,
                              device_map=device_map, world=MATH_FREE)
     m = measure(models, tokenizer, world=MATH_FREE, prefix="m_free_", **sizes)
-    table = targets_table(load_registry()["checks"]["models"]["free_targets"], m.values)
+    table = targets_table(goals, m.values, evaluate)
     m.tables["targets"] = table
     m.values["m_free_targets_met"] = int(table.met.sum())
     m.values["m_free_targets_total"] = len(table)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,6 @@ import pandas as pd
 
 from ..decoding.denoisers import ModelNotAvailableError
 from ..measures import stats
-from ..plumbing.claims import load_registry, verdict
 from ..training import math_pilot
 from ..worlds.gsm import MATH, MathWorld
 from . import c3_win_condition as c3m
@@ -77,11 +77,6 @@ FIGURES = {  # what the page plots against each x: y, its interval, its title
 }
 AXES = {"threshold_tpf": "threshold rule, slots per forward",
         "content_bits": "content freedom (bits per solution)"}
-
-
-def spec(registry: dict | None = None) -> dict:
-    """The page's registry entry (``checks: regime``): its settings and sizes."""
-    return (registry or load_registry())["checks"]["regime"]
 
 
 def setting_world(name: str, setting: dict) -> MathWorld:
@@ -127,10 +122,9 @@ def traj_exact(c3: Measurement) -> float:
 def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
                     n_codebooks: int, n_train: int, n_permutations: int,
                     n_bootstrap: int, seed: int, device: str = "cpu",
-                    registry: dict | None = None) -> dict[str, Any]:
+                    verdict: Callable[[str, dict], str]) -> dict[str, Any]:
     """One setting's figures (``COLUMNS``' keys), measured by C3's and C4's own
     code at the world's decode."""
-    registry = registry or load_registry()
     d = world.decode
     decode = dict(gen_length=d["gen_length"], block_length=d["block_length"],
                   threshold=d["threshold"], temperature=0.0)
@@ -160,8 +154,8 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
         "c4_ratio_hi": v4["c4_ratio_hi"],
         "traj_gain": gain[0], "traj_gain_lo": gain[1], "traj_gain_hi": gain[2],
         "traj_exact": traj_exact(c3),
-        "c3_verdict": verdict("C3", v3, registry),
-        "c4_verdict": verdict("C4", v4, registry),
+        "c3_verdict": verdict("C3", v3),
+        "c4_verdict": verdict("C4", v4),
     }
 
 
@@ -174,12 +168,14 @@ def _missing(setting: dict, device, dtype) -> tuple[Any, str | None]:
         return None, str(e).split(";")[0]
 
 
-def measure(settings: dict[str, dict] | None = None, *, n_samples: int = 24,
-            K: int = 32, n_codebooks: int = 5, n_train: int = 2048,
-            n_permutations: int = 2000, n_bootstrap: int = 2000, seed: int = 0,
-            device: str = "cpu", dtype: str | None = "float32",
+def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
+            n_samples: int = 24, K: int = 32, n_codebooks: int = 5,
+            n_train: int = 2048, n_permutations: int = 2000, n_bootstrap: int = 2000,
+            seed: int = 0, device: str = "cpu", dtype: str | None = "float32",
             progress=print) -> Measurement:
-    """Every setting of ``settings`` (default: the registry's), in order.
+    """Every setting of ``settings`` (the registry's ``checks: regime:
+    settings``), in order. ``verdict(claim_id, values)``: a claim's verdict by
+    its rule (``plumbing.claims.verdict``; the page passes it).
 
     Values: ``r_<setting>_<key>`` for every key of ``COLUMNS``, and
     ``r_settings_measured`` / ``r_settings_total``. Tables: ``settings`` (one
@@ -189,8 +185,6 @@ def measure(settings: dict[str, dict] | None = None, *, n_samples: int = 24,
                     ("n_bootstrap", n_bootstrap)]:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
-    registry = load_registry()
-    settings = spec(registry)["settings"] if settings is None else settings
     if not settings:
         raise ValueError("no settings to measure")
     v: dict[str, Any] = {}
@@ -213,7 +207,7 @@ def measure(settings: dict[str, dict] | None = None, *, n_samples: int = 24,
                                       n_codebooks=n_codebooks, n_train=n_train,
                                       n_permutations=n_permutations,
                                       n_bootstrap=n_bootstrap, seed=seed,
-                                      device=device, registry=registry)
+                                      device=device, verdict=verdict)
             status = "measured"
         v.update({f"r_{name}_{k}": x for k, x in figures.items()})
         rows.append(dict(setting=name, freedom=setting["freedom"],
@@ -225,10 +219,36 @@ def measure(settings: dict[str, dict] | None = None, *, n_samples: int = 24,
     v["r_traj_exact_min"] = (float(np.nanmin(exact)) if np.isfinite(exact).any()
                              else math.nan)
     v["r_settings_total"] = len(rows)
+    v["r_summary"] = summary(v, settings)
     table = pd.DataFrame(rows).set_index("setting")
     long = pd.DataFrame([dict(setting=name, **{k: v[f"r_{name}_{k}"] for k in COLUMNS})
                          for name in settings])
     return Measurement(v, {"settings": table}, {"long": long})
+
+
+def summary(v: dict[str, Any], names) -> str:
+    """A sentence on the measured settings, from the most determined (highest
+    threshold rate) to the freest: how the bar and the draft move, and in how
+    many the draft's interval reaches the bar (C3's margin <= 0)."""
+    done = sorted((n for n in names if np.isfinite(v[f"r_{n}_tau_acc"])),
+                  key=lambda n: -v[f"r_{n}_threshold_tpf"])
+    if not done:
+        return "no setting is measured in this build"
+    reach = sum(v[f"r_{n}_margin"] <= 0 for n in done)
+    first, last = done[0], done[-1]
+    if first == last:
+        moves = (f"one setting is measured, {first} "
+                 f"({v[f'r_{first}_threshold_tpf']:.2f} slots per forward, "
+                 f"alpha* {v[f'r_{first}_alpha_star']:.3f}, "
+                 f"alpha_SID {v[f'r_{first}_alpha']:.3f})")
+    else:
+        moves = (f"from {first} ({v[f'r_{first}_threshold_tpf']:.2f} slots per "
+                 f"forward) to {last} ({v[f'r_{last}_threshold_tpf']:.2f}), alpha* "
+                 f"moves from {v[f'r_{first}_alpha_star']:.3f} to "
+                 f"{v[f'r_{last}_alpha_star']:.3f} and alpha_SID from "
+                 f"{v[f'r_{first}_alpha']:.3f} to {v[f'r_{last}_alpha']:.3f}")
+    return (f"{moves}; the draft's 95 % interval reaches the bar (C3's margin <= 0) "
+            f"in {reach} of {len(done)} measured setting{'s' * (len(done) > 1)}")
 
 
 def draw(m: Measurement, paper_gain: float | None = None):
