@@ -138,6 +138,10 @@ def test_the_free_ladder_is_measured_on_its_own_world_under_its_own_names(tok):
     assert not r.tables["targets"].loc["free_large_copies_90", "met"]  # no large here
     if (train_math.ladder_dir("free") / "base" / "training.json").exists():
         assert r.tables["training"].loc["base", "status"] == "trained"
+    fig = page.draw_ladder(r.arrays["logs"])  # the committed rungs' own logs
+    if len(r.arrays["logs"]):
+        assert [a.get_title() for a in fig.axes] == list(page.FREEDOM_CURVES.values())
+    assert page.draw_ladder(pd.DataFrame()) is None
     side = page.side_by_side(r.tables["regime"], {"free": r, "gone": Measurement()})
     assert {"prose", "free"} == set(side.index.get_level_values(0))
     with pytest.raises(ValueError, match="prefix"):

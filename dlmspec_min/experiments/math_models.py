@@ -650,33 +650,9 @@ def draw_recipes(long: pd.DataFrame):
     return g.figure
 
 
-def draw_pilot(m: Measurement, curves: dict[str, str] = PILOT_CURVES):
-    """A pilot's curves, one panel per figure of ``curves`` and one line per
-    candidate, from the decodes its runs logged during training; ``None`` when
-    no candidate ran."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    logs = m.arrays["logs"]
-    if not len(logs):
-        return None
-    long = (logs.dropna(subset=["answer_acc"])
-            .melt(id_vars=["step", "candidate"], value_vars=list(curves),
-                  var_name="figure")
-            .assign(figure=lambda d: d.figure.map(curves)))
-    g = sns.relplot(long, x="step", y="value", hue="candidate", col="figure",
-                    col_wrap=2, kind="line", marker="o", height=2.6, aspect=1.4,
-                    facet_kws=dict(sharey=False))
-    g.set_titles("{col_name}")
-    g.set_axis_labels("training step", "")
-    plt.close(g.figure)
-    return g.figure
-
-
-def draw_ladder(logs: pd.DataFrame, curves: dict[str, str] = FREEDOM_CURVES):
-    """A ladder's in-training decodes (``training_logs``: 128 held-out problems
-    every 500 steps), one panel per figure of ``curves``, one line per rung;
-    ``None`` when no rung has a log."""
+def _draw_curves(logs: pd.DataFrame, hue: str, curves: dict[str, str], **facets):
+    """In-training decodes, one panel per figure of ``curves`` (those the logs
+    hold), one line per ``hue``; ``None`` when there is no log."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -684,16 +660,31 @@ def draw_ladder(logs: pd.DataFrame, curves: dict[str, str] = FREEDOM_CURVES):
         return None
     present = [c for c in curves if c in logs]
     long = (logs.dropna(subset=["answer_acc"])
-            .melt(id_vars=["step", "model"], value_vars=present, var_name="figure")
+            .melt(id_vars=["step", hue], value_vars=present, var_name="figure")
             .assign(figure=lambda d: d.figure.map(curves)))
-    g = sns.relplot(long, x="step", y="value", hue="model",
-                    hue_order=[s for s in SIZES if s in set(logs.model)], col="figure",
-                    col_wrap=3, kind="line", marker="o", height=2.4, aspect=1.3,
-                    facet_kws=dict(sharey=False))
+    g = sns.relplot(long, x="step", y="value", hue=hue, col="figure", kind="line",
+                    marker="o", facet_kws=dict(sharey=False), **facets)
     g.set_titles("{col_name}")
     g.set_axis_labels("training step", "")
     plt.close(g.figure)
     return g.figure
+
+
+def draw_pilot(m: Measurement, curves: dict[str, str] = PILOT_CURVES):
+    """A pilot's curves, one panel per figure of ``curves`` and one line per
+    candidate, from the decodes its runs logged during training; ``None`` when
+    no candidate ran."""
+    return _draw_curves(m.arrays["logs"], "candidate", curves, col_wrap=2,
+                        height=2.6, aspect=1.4)
+
+
+def draw_ladder(logs: pd.DataFrame, curves: dict[str, str] = FREEDOM_CURVES):
+    """A ladder's in-training decodes (``training_logs``: 128 held-out problems
+    every 500 steps), one panel per figure of ``curves``, one line per rung;
+    ``None`` when no rung has a log."""
+    rungs = [s for s in SIZES if s in set(logs.get("model", ()))]
+    return _draw_curves(logs, "model", curves, hue_order=rungs, col_wrap=3,
+                        height=2.4, aspect=1.3)
 
 
 def targets_table(goals: dict[str, str], values: dict[str, Any],

@@ -195,8 +195,8 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
         if models is None:
             progress(f"[{i}/{len(settings)}] {name}: not measured ({why})")
             figures = {k: math.nan for k in COLUMNS}
-            figures.update(glue_bits=freedom_bits(world, n_samples, seed)[0],
-                           content_bits=freedom_bits(world, n_samples, seed)[1],
+            glue_bits, content_bits = freedom_bits(world, n_samples, seed)
+            figures.update(glue_bits=glue_bits, content_bits=content_bits,
                            strongest="not measured", c3_verdict="not measured",
                            c4_verdict="not measured")
             status = f"not measured: {why}"
