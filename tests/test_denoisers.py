@@ -192,7 +192,7 @@ def test_a_missing_rung_of_a_ladder_says_how_to_train_it(tmp_path, monkeypatch):
     monkeypatch.setattr(denoisers, "models_dir", lambda: tmp_path)
     for name, how in [
             ("dlmspec/math_free/large", "train_math --size large --world free"),
-            ("dlmspec/math/base", "train_math --size base`"),
+            ("dlmspec/math/base", "train_math --size base --world narrow`"),
             ("dlmspec/small", "training.train --size small`")]:
         with pytest.raises(ModelNotAvailableError, match=re.escape(how)):
             load_denoiser(name)

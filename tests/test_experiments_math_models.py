@@ -111,16 +111,23 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
 
 def test_the_free_ladder_is_measured_on_its_own_world_under_its_own_names(tok):
     from dlmspec_min.texts import problems as P
-    from dlmspec_min.worlds.gsm import MATH, MATH_FREE, ladder_world
+    from dlmspec_min.worlds import get_world
+    from dlmspec_min.worlds.gsm import MATH_FREE, MATH_NARROW, ladder_world
 
-    assert MATH_FREE.dials == P.FREE and ladder_world("narrow").dials == MATH.dials
+    # since 2026-12-06 the claims' math world is the free one; narrow is the page's
+    assert get_world("math") is MATH_FREE is ladder_world("free")
+    assert MATH_FREE.dials == P.FREE
+    assert MATH_NARROW.dials == P.NARROW == page.WORLD.dials
     assert MATH_FREE.target == "dlmspec/math_free/base"
+    assert MATH_NARROW.target == "dlmspec/math/base"
+    assert MATH_NARROW.name == "math_narrow"
     assert page.ladder_folder(MATH_FREE) == train_math.ladder_dir("free")
     assert page.ladder_folder() == train_math.ladder_dir("narrow")
     # its held-out problems are written with its dials: solutions with openers
     openers = {w for w in P.OPENERS if w}
     assert any(set(p.solution_text.split()) & openers for p in MATH_FREE.problems(40))
-    assert not any(set(p.solution_text.split()) & openers for p in MATH.problems(40))
+    assert not any(set(p.solution_text.split()) & openers
+                   for p in MATH_NARROW.problems(40))
     models = {"small": tiny(tok, 0), "base": tiny(tok, 1), "large": None}
     goals = load_registry()["checks"]["models"]["free_targets"]
     r = page.free_ladder(tok, goals, evaluate, models, n_problems=4, n_unseen=2,

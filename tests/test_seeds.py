@@ -136,7 +136,7 @@ def test_in_the_math_world_each_run_takes_its_claims_math_profile():
     for c, s, notebook, values in plan:
         math = run.parameters_in(run.world_profile(notebook, "math"))
         assert values["world"] == "math" and values["seed"] == s
-        assert values["model"] == "dlmspec/math/base"
+        assert values["model"] == "dlmspec/math_free/base"
         for k, v in math.items():  # the profile, the page's sizes on top
             assert values[k] == profile["sizes"][c].get(k, v), (c, k)
     assert (seeds.run_output(notebook, 1, "math").name

@@ -422,7 +422,7 @@ def test_path_verify_equals_the_tree_on_the_book_s_targets(world, temperature):
     from dlmspec_min.worlds import get_world
 
     w = get_world(world)
-    name = "dlmspec/base" if world == "prose" else "dlmspec/math/base"
+    name = "dlmspec/base" if world == "prose" else get_world(world).target
     try:
         den, tok = load_denoiser(name)
     except ModelNotAvailableError as e:

@@ -35,7 +35,7 @@ def test_which_worlds_a_notebook_runs_in_comes_from_its_profiles():
 
 
 def test_a_world_run_is_the_page_with_its_profile_injected(tmp_path, monkeypatch):
-    _models_at(tmp_path, monkeypatch, trained=("math/base", "math/small"))
+    _models_at(tmp_path, monkeypatch, trained=("math_free/base", "math_free/small"))
     page = jupytext.read(NB)
     r = worldruns.world_run(NB, page, "math")
     assert r.key == f"{NB}#math" and r.missing == ""
@@ -60,28 +60,32 @@ def test_a_world_run_is_the_page_with_its_profile_injected(tmp_path, monkeypatch
 
 def test_a_world_whose_models_are_missing_is_not_run_and_says_why(tmp_path,
                                                                  monkeypatch):
-    _models_at(tmp_path, monkeypatch, trained=("math/small",), training=("math/base",))
+    _models_at(tmp_path, monkeypatch, trained=("math_free/small",),
+               training=("math_free/base",))
     r = worldruns.world_run(NB, jupytext.read(NB), "math")
     assert r.notebook is None
-    assert r.missing == "dlmspec/math/base (still training)"
+    assert r.missing == "dlmspec/math_free/base (still training)"
     strong = REPO_ROOT / "notebooks" / "07_strong_model.md"
     r7 = worldruns.world_run(strong, jupytext.read(strong), "math")
-    assert r7.missing == ("dlmspec/math/base (still training), "
-                          "dlmspec/math/large (not trained)")
+    assert r7.missing == ("dlmspec/math_free/base (still training), "
+                          "dlmspec/math_free/large (not trained)")
     # a page that runs claim notebooks (the seed page) needs the models of the
     # claims it reruns in that world (C7: the large target too)
     seeds = REPO_ROOT / "notebooks" / "10_seeds.md"
     r10 = worldruns.world_run(seeds, jupytext.read(seeds), "math")
     assert r10.notebook is None
-    assert r10.missing == ("dlmspec/math/base (still training), "
-                           "dlmspec/math/large (not trained)")
-    _models_at(tmp_path / "later", monkeypatch, trained=("math/small", "math/base"))
+    assert r10.missing == ("dlmspec/math_free/base (still training), "
+                           "dlmspec/math_free/large (not trained)")
+    _models_at(tmp_path / "later", monkeypatch,
+               trained=("math_free/small", "math_free/base"))
     r10 = worldruns.world_run(seeds, jupytext.read(seeds), "math")
-    assert r10.notebook is None and r10.missing == "dlmspec/math/large (not trained)"
-    assert set(worldruns.claim_models(["C2"], "math")) == {"dlmspec/math/base",
-                                                            "dlmspec/math/small"}
-    assert "dlmspec/math/large" in worldruns.claim_models(["C7"], "math")
-    assert worldruns.models_missing(["dlmspec/math/small", "/some/folder", None]) == ""
+    assert r10.notebook is None
+    assert r10.missing == "dlmspec/math_free/large (not trained)"
+    assert set(worldruns.claim_models(["C2"], "math")) == {"dlmspec/math_free/base",
+                                                            "dlmspec/math_free/small"}
+    assert "dlmspec/math_free/large" in worldruns.claim_models(["C7"], "math")
+    assert worldruns.models_missing(
+        ["dlmspec/math_free/small", "/some/folder", None]) == ""
 
 
 def _glue(name, value):
@@ -96,7 +100,7 @@ def test_world_runs_are_written_from_the_cache_and_read_under_their_suffix(
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
 
-    _models_at(tmp_path, monkeypatch, trained=("math/base", "math/small"))
+    _models_at(tmp_path, monkeypatch, trained=("math_free/base", "math_free/small"))
     r = worldruns.world_run(NB, jupytext.read(NB), "math")
     executed = tmp_path / "exec" / "notebooks"
     page = executed / "02_anchor_acceptance.ipynb"
@@ -144,23 +148,23 @@ def test_world_runs_are_written_from_the_cache_and_read_under_their_suffix(
 
 
 def test_a_world_whose_models_are_missing_logs_the_models(tmp_path, monkeypatch):
-    _models_at(tmp_path, monkeypatch, training=("math/base",))
+    _models_at(tmp_path, monkeypatch, training=("math_free/base",))
     r = worldruns.world_run(NB, jupytext.read(NB), "math")
     lines = []
     worldruns.write_executed(tmp_path / "cache", [r],
                              lambda p: tmp_path / "x.ipynb", lines.append)
     assert lines == ["[worlds] 02_anchor_acceptance in the math world: not measured "
-                     "in this build, its models are missing: dlmspec/math/base "
-                     "(still training), dlmspec/math/small (not trained)"]
+                     "in this build, its models are missing: dlmspec/math_free/base "
+                     "(still training), dlmspec/math_free/small (not trained)"]
 
 
 def test_the_committed_math_models_are_what_the_book_reports_missing():
     """Not a stand-in: the build's own models folder decides what runs."""
     missing = worldruns.models_missing(
-        ["dlmspec/math/small", "dlmspec/math/base", "dlmspec/math/large"])
+        [f"dlmspec/math_free/{size}" for size in ("small", "base", "large")])
     for size in ("small", "base", "large"):
-        trained = (models_dir() / "math" / size / "config.json").exists()
-        assert (f"dlmspec/math/{size} (" in missing) != trained
+        trained = (models_dir() / "math_free" / size / "config.json").exists()
+        assert (f"dlmspec/math_free/{size} (" in missing) != trained
 
 
 def test_a_checks_table_of_worlds_evaluates_each_worlds_own_rules(tmp_path,
@@ -171,7 +175,7 @@ def test_a_checks_table_of_worlds_evaluates_each_worlds_own_rules(tmp_path,
     sys.path.insert(0, str(REPO_ROOT / "book" / "_ext"))
     import claims_dashboard
 
-    _models_at(tmp_path, monkeypatch, trained=("math/small",))
+    _models_at(tmp_path, monkeypatch, trained=("math_free/small",))
     reg = {"checks": {"traj": {
         "notebook": "notebooks/09_trajectory_speculation.md",
         "rules": {"exact": "t_exact_match == 1"},
@@ -196,7 +200,7 @@ def test_a_checks_table_of_worlds_evaluates_each_worlds_own_rules(tmp_path,
     assert "ratio: <b>1.5</b>" in r["prose"]
     # no world run: not measured, with the models this build lacks
     assert ">not measured<" in r["math"]
-    assert "dlmspec/math/base (not trained)" in r["math"]
+    assert "dlmspec/math_free/base (not trained)" in r["math"]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(outputs=[
         _glue("t_exact_match", 0.5), _glue("t_speedup_vs_threshold", 2.5),
         _glue(claims.FINGERPRINT_KEY, "old")])])

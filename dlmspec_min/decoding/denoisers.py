@@ -30,9 +30,10 @@ from .files import models_dir, tokenizer_dir
 ALLOW_HUB_ENV = "DLMSPEC_ALLOW_HUB"
 EMBEDDED_PREFIX = "dlmspec/"
 EMBEDDED_SIZES = ("small", "base", "large")  # the prose world's ladder
-# the math world's ladder (generated grade-school problems, SPEC.md section 6)
-# the free ladder (issue 42: problems.FREE) and the regime page's content-freedom
-# setting (problems.ORDER): train_math.WORLDS
+# the math ladders (generated grade-school problems, SPEC.md section 6): the
+# narrow world's (math/, the claims' until 2026-12-06), the free world's (issue
+# 42: problems.FREE, the claims' math world since) and the regime page's
+# content-freedom setting's (problems.ORDER): train_math.WORLDS
 EMBEDDED_MATH_SIZES = ("math/small", "math/base", "math/large",
                        "math_free/small", "math_free/base", "math_free/large",
                        "math_order/small", "math_order/base", "math_order/large")
@@ -403,7 +404,9 @@ def _load_embedded(name: str, device, dtype, device_map=None):
     path = models_dir() / size
     world, _, short = size.rpartition("/")
     trainer = "train_math" if world.startswith("math") else "train"
-    ladder = f" --world {world[len('math_'):]}" if world.startswith("math_") else ""
+    # train_math's --world: the folder's suffix (math_free -> free); math/ is narrow
+    ladder = (f" --world {world[len('math_'):] or 'narrow'}"
+              if world.startswith("math") else "")
     how = f"`python -m dlmspec_min.training.{trainer} --size {short}{ladder}`"
     if not (path / "config.json").exists():
         raise ModelNotAvailableError(
@@ -512,13 +515,15 @@ def load_denoiser(
     Parameters
     ----------
     name_or_path : str or os.PathLike
-        One of three: an embedded model (``dlmspec/small|base|large``, or the
-        math world's ``dlmspec/math/small|base|large``, from the repository's
-        ``data/models`` or ``$DLMSPEC_DATA/models``); a paper-scale model of
-        ``known_model_names()`` (``GSAI-ML/LLaDA-8B-Base``, ...: from the local
-        Hugging Face cache; ``DLMSPEC_ALLOW_HUB=1`` allows downloading); or a
-        local directory. A directory whose ``config.json`` names LLaDA, Dream
-        or MDLM (by ``model_type``, ``architectures`` or ``auto_map``) loads
+        One of three: an embedded model (``dlmspec/small|base|large``, or a
+        math ladder's ``dlmspec/math_free/small|base|large``: the math world's;
+        ``dlmspec/math/...``: the narrow world's; ``dlmspec/math_order/...``,
+        from the repository's ``data/models`` or ``$DLMSPEC_DATA/models``); a
+        paper-scale model of ``known_model_names()``
+        (``GSAI-ML/LLaDA-8B-Base``, ...: from the local Hugging Face cache;
+        ``DLMSPEC_ALLOW_HUB=1`` allows downloading); or a local directory. A
+        directory whose ``config.json`` names LLaDA, Dream or MDLM (by
+        ``model_type``, ``architectures`` or ``auto_map``) loads
         as that family (auto class, mask id, shift); any other loads with
         ``AutoModelForMaskedLM`` and the tokenizer's mask id.
     trust_remote_code : bool, keyword-only, default False

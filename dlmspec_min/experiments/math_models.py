@@ -1,5 +1,10 @@
 """The models page, math world (notebook 00): the generator, the ladder, the regime.
 
+The page measures two ladders: the narrow world's (``WORLD``, ``data/models/math``;
+the claims' math world from 2026-12-04 to 12-06, a dated record since) and the
+free world's (``free_ladder``, ``data/models/math_free``; the claims' math world
+since 2026-12-06, issue 42).
+
 Every figure is measured here on held-out problems (``problems.HELD_OUT_SEED``,
 never drawn in training) with the world's default decode: greedy,
 ``train_math.GEN_LENGTH`` tokens in blocks of 32, Fast-dLLM's threshold rule at
@@ -12,7 +17,7 @@ never drawn in training) with the world's default decode: greedy,
   generalisation figure, where the world writes such templates.
 - **Text that ends**: the share of decodes whose text ends with ``#### n``
   followed by ``[EOS]``, and the share whose text is empty (``[EOS]`` first).
-- **Regime** (on the claims' target, ``math/base``): tokens per forward of the
+- **Regime** (on the ladder's target, ``base``): tokens per forward of the
   threshold decode over the whole generated window, with its interval; and
   LLaDA's baseline and every accelerator the claims measure against, each
   decode cut at its first ``[EOS]`` into text and tail
@@ -46,10 +51,12 @@ from ..ssld import accelerators
 from ..texts import problems as P
 from ..training import math_pilot, math_skills, train_math
 from ..training.tokenizer import EOS_ID
-from ..worlds import get_world
+from ..worlds.gsm import MATH_NARROW
 from .common import Measurement
 
-WORLD = get_world("math")
+# the narrow world, the claims' math world from 2026-12-04 to 12-06: the page's
+# dated record (since then the claims are measured in the free world, MATH_FREE)
+WORLD = MATH_NARROW
 SIZES = tuple(name.rsplit("/", 1)[1] for name in WORLD.ladder)  # small, base, large
 BASELINE = "baseline (one token per forward)"
 N_SHOWN = 3  # problems shown with each model's solution
@@ -58,8 +65,8 @@ N_SHOWN = 3  # problems shown with each model's solution
 def load_ladder(sizes=SIZES, *, device: str = "cpu", dtype: str | None = "float32",
                 device_map: str | None = "none", world=WORLD) -> dict[str, Any]:
     """size -> denoiser for every trained model of ``world``'s ladder (default:
-    the math world's; ``worlds.gsm.MATH_FREE``: the free ladder); None where
-    missing."""
+    the narrow world's; ``worlds.gsm.MATH_FREE``: the free ladder, the claims'
+    math world); None where missing."""
     out = {}
     for s in sizes:
         try:

@@ -283,7 +283,10 @@ def _fits_context(values):
 
 
 MODELS = (*TARGETS, "draft")  # parameters naming a model of the world's ladder
-WORLD_PREFIX = "dlmspec/math/"  # the math world's ladder (its own tokenizer)
+WORLD_PREFIX = "dlmspec/math_free/"  # the math world's ladder (since 2026-12-06)
+# every math ladder (train_math.WORLDS: free, narrow, order); they share the math
+# world's tokenizer, so any of them may stand in a math world's run
+MATH_PREFIXES = ("dlmspec/math_free/", "dlmspec/math/", "dlmspec/math_order/")
 MATH_PROMPT_LENGTH = 32  # training.train_math.PROMPT_LENGTH (tested equal)
 
 
@@ -309,14 +312,15 @@ def _world_prompt_length(values):
 
 def _world_models(values):
     """A world's claims are measured on models of its tokenizer: the math world
-    on its ladder (``dlmspec/math/...``) or a local folder, every other world on
-    anything but the math ladder. The math world's defaults are a profile."""
+    on a math ladder (``MATH_PREFIXES``; its own: ``dlmspec/math_free/...``) or a
+    local folder, every other world on anything but a math ladder. The math
+    world's defaults are a profile."""
     world = values["world"]
     for name in MODELS:
         model = values.get(name)
         if model is None:
             continue
-        math_model = model.startswith(WORLD_PREFIX)
+        math_model = model.startswith(MATH_PREFIXES)
         if world == "math" and not (math_model or Path(model).is_dir()):
             return (f"{name}={model!r} is not a model of the math world (its ladder: "
                     f"{WORLD_PREFIX}small|base|large); its defaults are the profile "

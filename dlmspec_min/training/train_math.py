@@ -95,14 +95,16 @@ TRAIN_DEFAULTS = dict(batch_size=64, lr=1e-3, warmup=200, weight_decay=0.01,
 # 2026-12-02 on an AVX2-only EPYC), and each change is logged in ``compute``.
 COMPUTE_SETTINGS = ("threads", "bf16")
 CHECKPOINT = "checkpoint.pt"
-# The world the ladder learns: its grammar's dials, the pilot's choice since
-# 2026-12-04 (issue 34; math_pilot; the first world was P.LANDED, in rows of 64 +
-# 96 tokens). The world, the models page and the claims read it here.
+# The narrow ladder's grammar: the pilot's choice of 2026-12-04 (issue 34;
+# math_pilot; the first world was P.LANDED, in rows of 64 + 96 tokens), the
+# claims' math world until 2026-12-06, when they moved to the free world
+# (WORLDS["free"], worlds.gsm.MATH). ``--world narrow`` trains it.
 DIALS = P.NARROW
 # The ladders (issue 42): each world's dials and its folder under data/models/.
-# ``narrow``, the book's math world since 2026-12-04, in ``math/``; ``free``,
-# the freedom pilot's choice (problems.FREE: narrow's questions, solutions with
-# free choices), retrained on the same recipe into ``math_free/``. Both read the
+# ``narrow``, the book's math world from 2026-12-04 to 12-06, in ``math/``;
+# ``free``, the freedom pilot's choice (problems.FREE: narrow's questions,
+# solutions with free choices), retrained on the same recipe into
+# ``math_free/``, the claims' math world since 2026-12-06. Both read the
 # committed tokenizer in ``math/tokenizer``.
 # ``order`` (problems.ORDER: content freedom alone), in ``math_order/``: a setting
 # of the regime page, its small and base only.
@@ -110,7 +112,7 @@ WORLDS = {"narrow": (P.NARROW, "math"), "free": (P.FREE, "math_free"),
           "order": (P.ORDER, "math_order")}
 
 
-def ladder_dir(world: str = "narrow") -> Path:
+def ladder_dir(world: str = "free") -> Path:
     """Where the ladder of ``world`` (a key of ``WORLDS``) keeps its rungs."""
     if world not in WORLDS:
         raise ValueError(f"world must be one of {sorted(WORLDS)}, got {world!r}")
@@ -244,7 +246,7 @@ def _step_generator(seed: int, step: int) -> torch.Generator:
 def train(size: str, out: Path | None = None, steps: int | None = None,
           stop_after: float | None = None, log=None, *, dials: P.Dials | None = None,
           prompt_length: int = PROMPT_LENGTH, gen_length: int = GEN_LENGTH,
-          tokenizer=None, world: str = "narrow", **overrides) -> Path | None:
+          tokenizer=None, world: str = "free", **overrides) -> Path | None:
     """Train (or resume) ``math/<size>``; the saved folder, or None if stopped early.
 
     ``world`` names the ladder (``WORLDS``: its dials and folder); ``dials``,
@@ -372,9 +374,10 @@ def main(argv=None):
     p.add_argument("--size", choices=sorted(SIZES))
     p.add_argument("--tokenizer", action="store_true", help="re-create the tokenizer")
     p.add_argument("--out", type=Path)
-    p.add_argument("--world", choices=sorted(WORLDS), default="narrow",
-                   help="which ladder: narrow (data/models/math) or free "
-                        "(data/models/math_free, issue 42)")
+    p.add_argument("--world", choices=sorted(WORLDS), default="free",
+                   help="which ladder: free (data/models/math_free, the claims' "
+                        "math world), narrow (data/models/math) or order "
+                        "(data/models/math_order)")
     p.add_argument("--steps", type=int, help="total steps (default: STEPS[size])")
     p.add_argument("--stop-after", type=float, metavar="SECONDS",
                    help="end at the first checkpoint after SECONDS (resume later)")

@@ -9,7 +9,9 @@ so the book measures its claims in two:
 - ``prose`` (``worlds.prose``): the Brown corpus; the regime of ~1.1 tokens per
   forward;
 - ``math`` (``worlds.gsm``): generated grade-school word problems in GSM8K's
-  shape, the CPU-scale analogue of the paper's GSM8K regime.
+  shape, the CPU-scale analogue of the paper's GSM8K regime (since 2026-12-06
+  the free world, ``problems.FREE``, on the ``dlmspec/math_free/...`` ladder;
+  the narrow world before it is ``worlds.gsm.MATH_NARROW``).
 
     from dlmspec_min.worlds import get_world
     world = get_world("math")

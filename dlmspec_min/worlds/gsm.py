@@ -4,9 +4,12 @@
 library's module for a reader running files from this folder.)
 
 Text source: ``texts.problems``, a seeded grammar of GSM8K-shaped problems, with
-the dials ``train_math.DIALS`` (since 2026-12-04 the pilot's choice,
-``problems.NARROW``); tokenizer: one piece per grammar word, built from word
-counts, numbers spelled digit by digit (``data/models/math/tokenizer``); roles:
+the dials ``problems.FREE`` (since 2026-12-06, issue 42: the narrow grammar whose
+solutions open a sentence freely and write ``+`` and ``*`` in either operand
+order; from 2026-12-04 to 12-06 the claims were measured in the narrow world,
+``problems.NARROW``, kept as ``MATH_NARROW``); tokenizer: one piece per grammar
+word, built from word counts, numbers spelled digit by digit
+(``data/models/math/tokenizer``); roles:
 exact, from the grammar. Every word the grammar writes is a number, a name, an
 object, a symbol or a template word, and the grammar's word lists are disjoint,
 so a word's role is a function of its spelling: numbers, names and objects are
@@ -14,7 +17,8 @@ content; template words are function words; symbols (``. , ? + - * / = ####``)
 are punctuation (glue). A word outside the grammar's lists (a model may spell
 one) counts as a function word. Prompts: held-out questions
 (``problems.HELD_OUT_SEED``), left-padded with ``[PAD]`` to ``PROMPT_LENGTH`` as
-in training; ladder: ``dlmspec/math/small``, ``base``, ``large``; default
+in training; ladder: ``dlmspec/math_free/small``, ``base``, ``large`` (the
+narrow world's: ``dlmspec/math/...``); default
 decode: greedy, ``GEN_LENGTH`` (32) tokens in blocks of 32, Fast-dLLM's
 threshold 0.9.
 """
@@ -160,35 +164,43 @@ class MathWorld(World):
         return token_counts(tokenizer, texts, vocab_size)
 
 
+# 2026-12-06 (issue 42, item 5): the claims' math world is the free world, the
+# world whose ladder trained to the paper's regime (models page); the narrow
+# world, the claims' from 2026-12-04 to 12-06, stays a dated record (the models
+# page) and a point of the regime page (ladder_world("narrow")).
 MATH = MathWorld(
     name="math",
     title="grade-school math",
-    ladder=("dlmspec/math/small", "dlmspec/math/base", "dlmspec/math/large"),
-    draft="dlmspec/math/small",
-    target="dlmspec/math/base",
-    strong="dlmspec/math/large",
+    dials=P.FREE,
+    ladder=("dlmspec/math_free/small", "dlmspec/math_free/base",
+            "dlmspec/math_free/large"),
+    draft="dlmspec/math_free/small",
+    target="dlmspec/math_free/base",
+    strong="dlmspec/math_free/large",
     context_free=False,  # its models answer questions; given none they write [EOS]
     order_in_blocks=True,  # one long block commits the [EOS] tail first
     decode=dict(gen_length=train_math.GEN_LENGTH, block_length=train_math.BLOCK_LENGTH,
                 threshold=train_math.THRESHOLD),
 )
+MATH_FREE = MATH  # the free ladder's world (train_math.WORLDS["free"])
 
 
 def ladder_world(ladder: str) -> MathWorld:
     """The math world of ``train_math.WORLDS[ladder]``: its dials and its ladder
     (``dlmspec/<folder>/small|base|large``), with the ``math`` world's decode and
-    traits. ``"narrow"`` is ``MATH`` itself."""
+    traits. ``"free"`` is ``MATH`` itself; ``"narrow"`` is named ``math_narrow``."""
     if ladder not in train_math.WORLDS:
         raise ValueError(f"ladder must be one of {sorted(train_math.WORLDS)}, "
                          f"got {ladder!r}")
     dials, folder = train_math.WORLDS[ladder]
-    if folder == "math":
-        return MATH
     names = tuple(f"dlmspec/{folder}/{s}" for s in ("small", "base", "large"))
-    return replace(MATH, name=folder, title=f"{MATH.title} ({ladder})", dials=dials,
-                   ladder=names, draft=names[0], target=names[1], strong=names[2])
+    if names == MATH.ladder:
+        return MATH
+    return replace(MATH, name=f"math_{ladder}", title=f"{MATH.title} ({ladder})",
+                   dials=dials, ladder=names, draft=names[0], target=names[1],
+                   strong=names[2])
 
 
-# issue 42: the free ladder's world (problems.FREE), measured on the models page;
-# not yet a world the claims are measured in (worlds.WORLDS)
-MATH_FREE = ladder_world("free")
+# the narrow world (problems.NARROW, data/models/math/): the claims' math world
+# from 2026-12-04 to 12-06, measured on the models page as a dated record
+MATH_NARROW = ladder_world("narrow")
