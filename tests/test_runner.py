@@ -1,5 +1,6 @@
 """The rerun command: parameter discovery, validation before any work, help."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -288,3 +289,22 @@ def test_a_profile_s_estimate_is_data_checked_but_never_a_parameter(
     assert run.main([str(notebook), "-f", str(profile)]) == run.EXIT_BAD_PARAMETER
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "estimate must map gpu_memory_gb and minutes" in err
+
+
+def test_kernels_ignore_tqdm_s_ipywidgets_warning_and_nothing_else():
+    """What the book's kernels inherit (``run.kernel_environment``): tqdm's
+    'IProgress not found' warning (huggingface_hub imports tqdm.auto) is filtered,
+    every other warning still shows, and a reader's own filters are kept."""
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONWARNINGS": "error::FutureWarning"}
+    run.kernel_environment(env)
+    run.kernel_environment(env)  # twice: the filter is added once
+    assert env["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+    assert env["PYTHONWARNINGS"] == f"error::FutureWarning,{run.QUIET_WARNINGS}"
+    code = ("import warnings; warnings.warn('IProgress not found. Please update')\n"
+            "warnings.warn('another warning')\n"
+            "try:\n    warnings.warn('x', FutureWarning)\n"
+            "except FutureWarning:\n    print('kept')")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True)
+    assert "IProgress" not in out.stderr and "another warning" in out.stderr
+    assert out.stdout.strip() == "kept"

@@ -83,6 +83,9 @@ def _execute_one(path: str, nb_json: str, timeout: int | None) -> tuple[str, flo
     """Worker: execute one notebook in its folder; (executed JSON, seconds, error)."""
     from jupyter_cache.executors.utils import single_nb_execution
 
+    from .run import kernel_environment
+
+    kernel_environment()
     os.environ["OMP_NUM_THREADS"] = "1"  # the kernel inherits it
     os.environ["MKL_NUM_THREADS"] = "1"
     nb = nbformat.reads(nb_json, as_version=4)

@@ -50,6 +50,20 @@ EXIT_BAD_PARAMETER = 2
 SEED_PLAN = ("claims", "seeds", "sizes")  # the seed page's parameters
 ESTIMATE_KEY = "estimate"  # a profile's resource estimate: data, not a parameter
 ESTIMATE_FIELDS = ("gpu_memory_gb", "minutes")
+# tqdm.auto, which huggingface_hub imports, warns in a kernel without ipywidgets
+# ("IProgress not found"); no page draws a progress bar, so kernels ignore it
+QUIET_WARNINGS = "ignore:IProgress not found"
+
+
+def kernel_environment(environ=os.environ) -> None:
+    """Set what every notebook kernel the book starts inherits: no Hugging Face
+    progress bars, and no tqdm warning about ipywidgets (``QUIET_WARNINGS``
+    added to ``PYTHONWARNINGS``, a reader's own filters kept before it)."""
+    environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    given = environ.get("PYTHONWARNINGS", "")
+    if QUIET_WARNINGS not in given.split(","):
+        environ["PYTHONWARNINGS"] = ",".join(filter(None, [given, QUIET_WARNINGS]))
+
 
 
 class ParameterError(ValueError):
@@ -304,7 +318,7 @@ def execute(notebook: Path, values: dict[str, object], output: Path | None = Non
     import jupytext
     import papermill
 
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # clean notebook output
+    kernel_environment()  # clean notebook output
 
     notebook = Path(notebook)
     output = Path(output) if output else OUT_DIR / f"{notebook.stem}.ipynb"
