@@ -70,7 +70,7 @@ COLUMNS = {
 }
 FIGURES = {  # what the page plots against each x: y, its interval, its title
     "tau_acc": ("tau_acc_lo", "tau_acc_hi", "tau_acc (tokens per forward)"),
-    "alpha": ("alpha_lo", "alpha_hi", "alpha_SID (and alpha*, dashed)"),
+    "alpha": ("alpha_lo", "alpha_hi", "alpha_SID (black dash: alpha*)"),
     "margin": (None, None, "C3 margin: alpha* - alpha_SID high"),
     "c4_ratio": ("c4_ratio_lo", "c4_ratio_hi", "C4 cluster gain"),
     "traj_gain": ("traj_gain_lo", "traj_gain_hi", "trajectory speculation's gain"),
@@ -252,7 +252,7 @@ def summary(v: dict[str, Any], names) -> str:
 
 
 def draw(m: Measurement, paper_gain: float | None = None):
-    """The axis: a row per x (``AXES``), a column per figure (``FIGURES``), a
+    """The axis: a row per figure (``FIGURES``), a column per x (``AXES``), a
     point per measured setting with its 95 % interval; ``None`` when no setting
     was measured. ``paper_gain``: seed 002's trajectory gain, a dotted line."""
     import matplotlib.pyplot as plt
@@ -261,10 +261,10 @@ def draw(m: Measurement, paper_gain: float | None = None):
     long = long[np.isfinite(long["tau_acc"].astype(float))]
     if not len(long):
         return None
-    fig, axes = plt.subplots(len(AXES), len(FIGURES), figsize=(3.1 * len(FIGURES), 5.6),
+    fig, axes = plt.subplots(len(FIGURES), len(AXES), figsize=(8.0, 2.4 * len(FIGURES)),
                              squeeze=False, constrained_layout=True)
-    for r, (x, xlabel) in enumerate(AXES.items()):
-        for c, (y, (lo, hi, title)) in enumerate(FIGURES.items()):
+    for r, (y, (lo, hi, title)) in enumerate(FIGURES.items()):
+        for c, (x, xlabel) in enumerate(AXES.items()):
             ax = axes[r, c]
             xs, ys = long[x].astype(float), long[y].astype(float)
             if lo is not None:
@@ -287,8 +287,8 @@ def draw(m: Measurement, paper_gain: float | None = None):
                 ax.axhline(paper_gain, color="grey", lw=0.8, ls=":",
                            label=f"seed 002: {paper_gain:.2f}x")
                 ax.legend(fontsize=7, loc="lower right")
-            ax.set_xlabel(xlabel, fontsize=8)
-            if r == 0:
-                ax.set_title(title, fontsize=9)
+            ax.set_title(title, fontsize=9)
+            if r == len(FIGURES) - 1:
+                ax.set_xlabel(xlabel, fontsize=9)
     plt.close(fig)
     return fig
