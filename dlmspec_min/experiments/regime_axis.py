@@ -288,6 +288,7 @@ def draw(m: Measurement, paper_gain: float | None = None):
                            label=f"seed 002: {paper_gain:.2f}x")
                 ax.legend(fontsize=7, loc="lower right")
             ax.set_title(title, fontsize=9)
+            ax.margins(x=0.15)  # room for the settings' names
             if r == len(FIGURES) - 1:
                 ax.set_xlabel(xlabel, fontsize=9)
     plt.close(fig)
