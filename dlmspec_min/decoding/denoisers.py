@@ -25,7 +25,14 @@ from pathlib import Path
 
 import torch
 
-from .files import models_dir, tokenizer_dir
+from .files import (
+    SHIPPED_MODELS,
+    WEIGHT_FILES,
+    from_package,
+    has_weights,
+    models_dir,
+    tokenizer_dir,
+)
 
 ALLOW_HUB_ENV = "DLMSPEC_ALLOW_HUB"
 EMBEDDED_PREFIX = "dlmspec/"
@@ -195,9 +202,14 @@ class Denoiser:
     spec : ModelSpec or None
         The registry entry a paper model was loaded by (its special ids), else
         None.
+    prompt_length : int or None
+        The prompt length the model was trained to answer after (set by
+        ``load_denoiser`` for the embedded math models: 32; pass it to
+        ``encode_prompts``), else None: any prompt length.
     """
 
     spec: ModelSpec | None = None
+    prompt_length: int | None = None
 
     def __init__(
         self,
@@ -371,9 +383,33 @@ def _placed(model, device, device_map):
     return model if device_map is not None else model.to(device)
 
 
+def check_model_folder(path: Path, argument: str = "name_or_path",
+                       weights: bool = True) -> None:
+    """One line, before transformers reads anything, when a folder is no
+    complete saved model (``ModelNotAvailableError``): it is empty, has no
+    ``config.json`` or (``weights``) lacks its weights."""
+    entries = sorted(p.name for p in path.iterdir())
+    if not entries:
+        what = "is empty"
+    elif "config.json" not in entries:
+        what = f"has no config.json (it holds {', '.join(entries[:4])}" + (
+            ", ...)" if len(entries) > 4 else ")")
+    elif weights and not has_weights(path):
+        what = ("has a config.json but no weights (no "
+                f"{' or '.join(WEIGHT_FILES)}, nor an index with all its shards)")
+    else:
+        return
+    raise ModelNotAvailableError(
+        f"{argument}: the folder {path} {what}; a saved model holds config.json and "
+        "its weights (save_pretrained writes both)"
+    )
+
+
 def _from_local_dir(path: Path, trust_remote_code: bool, device, dtype,
                     device_map=None):
     import transformers
+
+    check_model_folder(path, weights=False)
 
     from . import modeling  # noqa: F401  (registers the embedded model type)
 
@@ -388,6 +424,7 @@ def _from_local_dir(path: Path, trust_remote_code: bool, device, dtype,
         )
     if spec is not None and spec.trust_remote_code and not trust_remote_code:
         _refuse_remote_code(f"{path} (a {family_of(config)} checkpoint)")
+    check_model_folder(path)
     auto = getattr(transformers, spec.auto_class if spec else "AutoModelForMaskedLM")
     model = _placed(auto.from_pretrained(
         path, trust_remote_code=trust_remote_code, local_files_only=True, dtype=dtype,
@@ -408,6 +445,13 @@ def _load_embedded(name: str, device, dtype, device_map=None):
     ladder = (f" --world {world[len('math_'):] or 'narrow'}"
               if world.startswith("math") else "")
     how = f"`python -m dlmspec_min.training.{trainer} --size {short}{ladder}`"
+    if from_package() and size not in SHIPPED_MODELS:
+        shipped = ", ".join(EMBEDDED_PREFIX + s for s in SHIPPED_MODELS)
+        raise ModelNotAvailableError(
+            f"embedded model {name!r} is not shipped with the installed package "
+            f"(it ships {shipped}); the others live in the repository's data/models: "
+            "clone it and set DLMSPEC_DATA=/path/to/clone/data"
+        )
     if not (path / "config.json").exists():
         raise ModelNotAvailableError(
             f"embedded model {name!r} is not in {path}; train it with {how} "
@@ -428,7 +472,19 @@ def _load_embedded(name: str, device, dtype, device_map=None):
 
         if _has_tokenizer(tokenizer_dir()):
             tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir())
+    denoiser.prompt_length = _trained_prompt_length(path)
     return denoiser, tokenizer
+
+
+def _trained_prompt_length(path: Path) -> int | None:
+    """The prompt length a model was trained with (``training.json``'s
+    ``prompt_length``: the math models read ``[PAD]``s, ``[BOS]`` and the
+    question, and answer from that position on), None if it had none (prose)."""
+    try:
+        value = json.loads((path / "training.json").read_text()).get("prompt_length")
+    except (OSError, ValueError):
+        return None
+    return int(value) if isinstance(value, int) else None
 
 
 def _load_registry(spec: ModelSpec, trust_remote_code: bool, device, dtype,

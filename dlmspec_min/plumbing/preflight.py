@@ -19,17 +19,15 @@ list), asked only when a parameter names a GPU.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 
+from ..decoding.files import has_weights
 from . import gpus as gpu_info
 from .params import config_of
 
 MODEL_PARAMETERS = ("model", "target", "draft", "large_model", "small_model")
-WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
-WEIGHT_INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
 def cuda_index(device) -> int | None:
@@ -116,19 +114,6 @@ def hub_cache_dir(env: dict) -> Path:
     return Path(home).expanduser() / "hub"
 
 
-def _has_weights(snapshot: Path) -> bool:
-    if any((snapshot / f).is_file() for f in WEIGHT_FILES):
-        return True
-    for index in WEIGHT_INDEXES:
-        try:
-            shards = set(json.loads((snapshot / index).read_text())["weight_map"]
-                         .values())
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            continue
-        return bool(shards) and all((snapshot / s).is_file() for s in shards)
-    return False
-
-
 def is_cached(repo: str, env: dict, weights: bool = True) -> bool:
     """Whether the hub cache holds ``repo``'s main revision: its config and,
     with ``weights``, every weight file (a sharded index's shards included)."""
@@ -138,7 +123,7 @@ def is_cached(repo: str, env: dict, weights: bool = True) -> bool:
     except OSError:
         return False
     return (snapshot / "config.json").is_file() and (
-        not weights or _has_weights(snapshot))
+        not weights or has_weights(snapshot))
 
 
 def _hub_repos(values: dict):
