@@ -418,8 +418,9 @@ def test_cache_with_whole_sequence_window_equals_uncached(cache, rule):
     den = CachedToyDenoiser(seed=11)
     prompt = torch.zeros(2, 0, dtype=torch.long)  # the window is the whole sequence
     base = {"gen_length": 12, "block_length": 12, "rule": rule}
-    a = generate(den, prompt, DecodeConfig(**base))
-    b = generate(den, prompt, DecodeConfig(**base, cache=cache))
+    a = generate(den, prompt, DecodeConfig(**base), allow_empty_prompt=True)
+    b = generate(den, prompt, DecodeConfig(**base, cache=cache),
+                 allow_empty_prompt=True)
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.nfe, b.nfe)
     assert torch.equal(a.token_forwards, b.token_forwards)
 

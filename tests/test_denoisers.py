@@ -163,9 +163,10 @@ def test_embedded_model_and_cache(data_dir):
     # with no prompt and one block, every window is the whole sequence
     empty = torch.zeros(2, 0, dtype=torch.long)
     base = {"gen_length": 8, "rule": "threshold", "threshold": 0.05}
-    ref = generate(den, empty, DecodeConfig(**base))
+    ref = generate(den, empty, DecodeConfig(**base), allow_empty_prompt=True)
     for cache_kind in ("prefix", "dual"):
-        out = generate(den, empty, DecodeConfig(**base, cache=cache_kind))
+        out = generate(den, empty, DecodeConfig(**base, cache=cache_kind),
+                       allow_empty_prompt=True)
         assert torch.equal(out.tokens, ref.tokens)
 
     # several blocks: the real prefill / forward_window path, windows cost less

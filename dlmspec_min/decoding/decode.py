@@ -53,6 +53,8 @@ through them, so its output is this loop's output (``lookahead`` "none" or
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from .config import DecodeConfig, DecodeResult, GeneratorArg
@@ -66,15 +68,55 @@ from .steps import (
 )
 
 
-def _check_inputs(denoiser, prompt: torch.Tensor, config: DecodeConfig):
+def _check_denoiser(denoiser):
+    try:
+        operator.index(denoiser.mask_id)  # an int, numpy's or torch's included
+        has_mask = True
+    except (AttributeError, TypeError):
+        has_mask = False
+    if not callable(getattr(denoiser, "logits", None)) or not has_mask:
+        hint = (" (load_denoiser returns (denoiser, tokenizer): unpack both)"
+                if hasattr(denoiser, "convert_tokens_to_ids") else "")
+        raise TypeError(
+            "denoiser must be a Denoiser (anything with an int mask_id and "
+            f"logits(x)), got {type(denoiser).__name__}{hint}; wrap a model with "
+            "Denoiser(model, mask_id=...)"
+        )
+
+
+def _check_ids(name: str, ids: torch.Tensor, vocab: int | None):
+    """Token ids in [0, vocab): checked here, not by the first forward's lookup."""
+    if ids.numel() == 0 or vocab is None:
+        return
+    low, high = int(ids.min()), int(ids.max())
+    if low < 0 or high >= vocab:
+        bad = low if low < 0 else high
+        raise ValueError(
+            f"{name} holds token id {bad}, outside the denoiser's vocabulary "
+            f"[0, {vocab}); encode it with the denoiser's own tokenizer"
+        )
+
+
+def _check_inputs(denoiser, prompt: torch.Tensor, config: DecodeConfig,
+                  allow_empty_prompt: bool = False):
     if not isinstance(config, DecodeConfig):
         raise TypeError(f"config must be a DecodeConfig, got {type(config).__name__}")
+    _check_denoiser(denoiser)
     if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 \
             or prompt.dtype != torch.long:
         raise ValueError(
             "prompt must be a LongTensor of shape (batch, prompt_length); "
             "use prompt[None] for a single sequence"
         )
+    if prompt.shape[0] == 0:
+        raise ValueError("prompt has no rows (batch 0); give at least one prompt")
+    if prompt.shape[1] == 0 and not allow_empty_prompt:
+        raise ValueError(
+            f"prompt is empty (shape {tuple(prompt.shape)}): no token, not even the "
+            "start token; begin it with [tokenizer.bos_token_id] (encode_prompts "
+            "does), or pass allow_empty_prompt=True to decode with no context at all"
+        )
+    _check_ids("prompt", prompt, getattr(denoiser, "vocab_size", None))
     if config.cache != "none" and not getattr(denoiser, "supports_cache", False):
         raise ValueError(
             f"cache={config.cache!r} needs a denoiser with an approximate KV cache "
@@ -82,7 +124,8 @@ def _check_inputs(denoiser, prompt: torch.Tensor, config: DecodeConfig):
         )
 
 
-def _check_init(init: torch.Tensor, batch: int, gen_length: int):
+def _check_init(init: torch.Tensor, batch: int, gen_length: int,
+                vocab: int | None = None):
     if not isinstance(init, torch.Tensor) or init.dtype != torch.long \
             or tuple(init.shape) != (batch, gen_length):
         raise ValueError(
@@ -91,11 +134,13 @@ def _check_init(init: torch.Tensor, batch: int, gen_length: int):
         )
     if bool((init < 0).any()):
         raise ValueError("init holds negative token ids; put the mask id in open slots")
+    _check_ids("init", init, vocab)
 
 
 def generate(
     denoiser, prompt: torch.Tensor, config: DecodeConfig | None = None,
     generator: GeneratorArg = None, *, init: torch.Tensor | None = None,
+    allow_empty_prompt: bool = False,
 ) -> DecodeResult:
     """Decode ``config.gen_length`` tokens after ``prompt`` (B, P) with one loop.
 
@@ -127,6 +172,10 @@ def generate(
         id where nothing is), e.g. SSLD's accepted anchors. They are kept and
         never count as committed by a step (``commit_step`` 0); a block with
         nothing masked costs no forward.
+    allow_empty_prompt : bool, keyword-only, default False
+        True: a prompt of no tokens, (B, 0), decodes with no context at all (a
+        masked LM without a start token). False: it is refused, as the mistake
+        it usually is (an empty text encoded without the start token).
 
     Returns
     -------
@@ -138,13 +187,16 @@ def generate(
     Raises
     ------
     ValueError
-        On a prompt that is not a (B, P) long tensor, a cache the denoiser
-        does not support, a missing or misshapen generator, or a bad ``init``.
+        Before the first forward: on a prompt that is not a (B, P) long
+        tensor, an empty prompt, token ids outside the denoiser's vocabulary
+        (in ``prompt`` or ``init``), a cache the denoiser does not support, a
+        missing or misshapen generator, or a bad ``init``.
     TypeError
-        When ``config`` is not a ``DecodeConfig``.
+        When ``config`` is not a ``DecodeConfig``, or ``denoiser`` is not a
+        denoiser (a tokenizer, a bare model).
     """
     config = DecodeConfig() if config is None else config
-    _check_inputs(denoiser, prompt, config)
+    _check_inputs(denoiser, prompt, config, allow_empty_prompt)
     B, P = prompt.shape
     G, bl, mask_id = config.gen_length, config.block_length, int(denoiser.mask_id)
     _check_generator(generator, B, config)
@@ -152,7 +204,7 @@ def generate(
     if init is None:
         gen = torch.full((B, G), mask_id, dtype=prompt.dtype, device=device)
     else:
-        _check_init(init, B, G)
+        _check_init(init, B, G, getattr(denoiser, "vocab_size", None))
         gen = init.to(device=device, dtype=prompt.dtype)
     x = torch.cat([prompt, gen], dim=1)  # (B, L), a fresh tensor
     if config.speculate == "trajectory":

@@ -195,8 +195,9 @@ def cache_exactness(target, n_samples: int, gen_length: int, device) -> float:
     empty = torch.empty((n_samples, 0), dtype=torch.long, device=device)
     full = dict(gen_length=1 + gen_length, block_length=1 + gen_length,
                 steps=1 + gen_length)
-    ref = generate(target, empty, DecodeConfig(**full))
-    cached = generate(target, empty, DecodeConfig(**full, cache="dual"))
+    ref = generate(target, empty, DecodeConfig(**full), allow_empty_prompt=True)
+    cached = generate(target, empty, DecodeConfig(**full, cache="dual"),
+                      allow_empty_prompt=True)
     return agreement(ref, cached)[0]
 
 
