@@ -5,19 +5,20 @@ the decoder copies this folder, or installs the package without extras:
 ``pip install .``): ``modeling`` (the embedded LLaDA-style model),
 ``denoisers`` (one interface for every model), ``config``, ``steps`` and
 ``decode`` (the loop: its options and result, the pieces of one step, the loop
-itself), ``speculate`` (trajectory speculation) and ``files`` (where the
-embedded models live).
+itself), ``speculate`` (trajectory speculation), ``prompts`` (texts to a
+left-padded prompt batch) and ``files`` (where the embedded models live: the
+clone's ``data/models``, or the few an installed package ships).
 
 The public API is ``__all__``::
 
     import torch
-    from dlmspec_min.decoding import DecodeConfig, generate, load_denoiser
+    from dlmspec_min.decoding import (DecodeConfig, encode_prompts, generate,
+                                      load_denoiser)
 
     denoiser, tokenizer = load_denoiser("dlmspec/small")
-    ids = tokenizer.encode("The jury said", add_special_tokens=False)
-    prompt = torch.tensor([[tokenizer.bos_token_id, *ids]])  # (1, P)
+    prompt = encode_prompts(tokenizer, ["The jury said"])  # (1, P): [BOS] text
     out = generate(denoiser, prompt, DecodeConfig(gen_length=32, rule="threshold"))
-    print(tokenizer.decode(out.generated[0]), out.nfe)  # 32 tokens, nfe forwards
+    print(tokenizer.decode(out.generated[0]), out.nfe)  # 32 tokens, forwards per row
 
 Trajectory speculation is an option of the same loop
 (``DecodeConfig(speculate="trajectory", rule="threshold")``); its trace is a
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING
 
 __all__ = [
     "generate",
+    "encode_prompts",
     "DecodeConfig",
     "DecodeResult",
     "SpecTrace",
@@ -52,6 +54,7 @@ __all__ = [
 # exported name -> the module (of this package) that defines it
 _HOMES = {
     "generate": "decode",
+    "encode_prompts": "prompts",
     "DecodeConfig": "config",
     "DecodeResult": "config",
     "SpecTrace": "speculate",
@@ -75,6 +78,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time __getattr__ loads t
         load_denoiser,
     )
     from .modeling import DLMConfig, DLMForMaskedDiffusion
+    from .prompts import encode_prompts
     from .speculate import SpecTrace
 
 

@@ -43,14 +43,13 @@ from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
 from ..decoding.denoisers import Denoiser
 from ..decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from ..decoding.prompts import encode_prompts
 from ..paths import models_dir
 from ..texts import problems as P
 from . import math_skills
 from .tokenizer import (
-    BOS_ID,
     EOS_ID,
     MASK_ID,
-    PAD_ID,
     build_math_tokenizer,
     load_tokenizer,
     save_tokenizer,
@@ -152,23 +151,22 @@ def word_count_tokenizer():
 def encode(tokenizer, batch: list[P.Problem], prompt_length: int = PROMPT_LENGTH,
            gen_length: int = GEN_LENGTH) -> torch.Tensor:
     """Problems -> (B, prompt_length + gen_length) rows:
-    [PAD]* [BOS] question | solution [EOS]*."""
-    q = tokenizer([p.question_text for p in batch], add_special_tokens=False)
+    [PAD]* [BOS] question | solution [EOS]*. The prompt half is the decoder's
+    ``encode_prompts``, so a user's question gets the layout the models learnt."""
+    questions = [p.question_text for p in batch]
     s = tokenizer([p.solution_text for p in batch], add_special_tokens=False)
     rows = torch.full((len(batch), prompt_length + gen_length), EOS_ID,
                       dtype=torch.long)
-    for i, (qi, si) in enumerate(zip(q["input_ids"], s["input_ids"], strict=True)):
+    for i, (q, si) in enumerate(zip(questions, s["input_ids"], strict=True)):
+        qi = tokenizer.encode(q, add_special_tokens=False)
         if len(qi) + 1 > prompt_length or len(si) + 1 > gen_length:
             raise ValueError(
                 f"problem too long for the layout ({len(qi)} question and "
                 f"{len(si)} solution tokens; at most {prompt_length - 1} and "
                 f"{gen_length - 1})"
             )
-        pad = prompt_length - 1 - len(qi)
-        rows[i, :pad] = PAD_ID
-        rows[i, pad] = BOS_ID
-        rows[i, pad + 1 : prompt_length] = torch.tensor(qi)
         rows[i, prompt_length : prompt_length + len(si)] = torch.tensor(si)
+    rows[:, :prompt_length] = encode_prompts(tokenizer, questions, length=prompt_length)
     return rows
 
 
