@@ -105,6 +105,23 @@ class DecodeConfig:
     ValueError
         On a value outside its range or a combination that cannot run.
 
+    Notes
+    -----
+    Which settings are fast. A forward's cost on a CPU grows with the
+    positions it computes (rows times width), so the fastest decode there is
+    the one that computes the fewest positions: the threshold (or factor) rule,
+    which commits several tokens per forward where the model is confident,
+    with ``cache="dual"``, which recomputes only the current block. Trajectory
+    speculation saves forwards by verifying a tree of up to ``spec_budget`` + 1
+    drafted states in one call; on a CPU that call costs about as much as its
+    rows computed one by one, so it is several times slower in wall time
+    (``benchmarks/decode_speed.py``; the library page shows its last table).
+    On a GPU a small batch of rows costs about what one row costs until the
+    device is saturated, which is where saving forwards saves time: there the
+    threshold rule with the dual cache and ``speculate="trajectory"`` is the
+    configuration that trades compute for fewer sequential steps (the seed
+    paper's setting; not timed on a GPU by this project yet).
+
     Examples
     --------
     LLaDA's schedule in blocks of 32, two tokens per forward:
@@ -245,11 +262,20 @@ class DecodeResult:
     prompt_length : int
         P, in tokens.
     nfe : torch.Tensor
-        (B,) long: forwards (NFE) per row; with ``speculate="trajectory"`` the
-        row's verify calls.
+        (B,) long, per row: the forwards (NFE) the row took part in, the
+        denoiser calls in which its current block still had masks (a batched
+        forward counts once for each row in it). With
+        ``speculate="trajectory"``: the row's verify calls. One verify call
+        runs one denoiser call per kind of row in its draft tree (a window
+        against the block's cache, a refresh forward, a full forward: one to
+        three calls), so it counts as one NFE however many calls it makes.
     n_forwards : int
-        Denoiser calls actually made for the whole batch (a batched forward
-        counts once).
+        Denoiser calls actually made for the whole batch: a batched forward
+        counts once. Without speculation the rows share their forwards, so
+        it is the sum over blocks of the slowest row's forwards in that block
+        (at least the largest ``nfe``); with speculation, where rows decode
+        one after another, it counts every call of every verify of every row,
+        so it exceeds ``nfe.sum()`` whenever a tree mixes kinds of rows.
     token_forwards : torch.Tensor
         (B,) long: positions computed for the row, summed over its forwards (a
         full forward counts P + G, a cached window its width; a verify call
