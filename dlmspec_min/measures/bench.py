@@ -127,3 +127,54 @@ def timed_generate(denoiser, prompt, config, generator=None):
         "ratio": wall / timed.wall if timed.wall else float("nan"),
         "cpu_ratio": cpu / timed.cpu if timed.cpu else float("nan"),
     }
+
+
+# --- the decode-speed benchmark's last run (benchmarks/decode_speed.py) -----------
+
+
+def speed_report(path):
+    """The header (machine, date, threads, repeats) and the rows, a DataFrame, of
+    a JSON written by ``benchmarks/decode_speed.py --json``."""
+    import json
+
+    import pandas as pd
+
+    data = json.loads(open(path).read())
+    rows = pd.DataFrame(data.pop("rows"))
+    rows["rule"] = rows["setting"].str.split(" / ").str[0]
+    rows["cache"] = rows["setting"].str.split(" / ").str[1]
+    return data, rows
+
+
+def speed_summary(rows) -> dict:
+    """Per model and batch: the fastest setting, and how many times slower
+    trajectory speculation is than its base policy (threshold, same cache), in
+    wall time, with the forwards it saves."""
+    out = {}
+    for (model, batch), g in rows.groupby(["model", "batch"], sort=False):
+        g = g.set_index("setting")
+        slow = {c: g.loc[f"trajectory / {c}", "wall_s"] / g.loc[f"threshold / {c}",
+                                                                  "wall_s"]
+                for c in ("none", "prefix", "dual")}
+        saved = {c: g.loc[f"threshold / {c}", "nfe_per_row"]
+                 / g.loc[f"trajectory / {c}", "nfe_per_row"]
+                 for c in ("none", "prefix", "dual")}
+        out[(model, batch)] = {
+            "fastest": g["tokens_per_s"].idxmax(),
+            "fastest_tokens_per_s": float(g["tokens_per_s"].max()),
+            "spec_slowdown": slow, "spec_fewer_forwards": saved,
+        }
+    return out
+
+
+def draw_speed(rows, machine: str):
+    """Tokens per second of every setting, a panel per model and batch."""
+    import seaborn as sns
+
+    grid = sns.catplot(data=rows, kind="bar", x="tokens_per_s", y="rule",
+                       hue="cache", row="model", col="batch", height=2.6,
+                       aspect=1.6, sharex=False, palette="crest")
+    grid.set_axis_labels("generated tokens per second", "")
+    grid.set_titles("{row_name}, batch {col_name}")
+    grid.figure.suptitle(machine, y=1.02, fontsize=9)
+    return grid
