@@ -38,6 +38,7 @@ import pytest
 import torch
 
 import dlmspec_min.decoding as decoding
+from dlmspec_min.decoding import files
 
 ROOT = Path(__file__).resolve().parents[1]
 DECODING = ROOT / "dlmspec_min" / "decoding"
@@ -58,7 +59,8 @@ def _canonical(name: str) -> str:
 # --- the public API ---------------------------------------------------------------
 
 EXPECTED_API = {
-    "generate", "DecodeConfig", "DecodeResult", "SpecTrace", "Denoiser",
+    "generate", "encode_prompts", "DecodeConfig", "DecodeResult", "SpecTrace",
+    "Denoiser",
     "MDLMDenoiser", "load_denoiser", "known_model_names", "ModelNotAvailableError",
     "DLMConfig", "DLMForMaskedDiffusion",
 }
@@ -213,10 +215,13 @@ def wheel(tmp_path_factory) -> Path:
     """The wheel, built from a copy of the sources (setuptools writes build/ and
     egg-info next to them) without build isolation, so offline."""
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "setup.py", "MANIFEST.in"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "dlmspec_min", src / "dlmspec_min",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "embedded"))
+    for folder in ("tokenizer", *files.SHIPPED_MODELS):  # what setup.py ships
+        shutil.copytree(ROOT / "data" / "models" / folder,
+                        src / "data" / "models" / folder)
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
@@ -244,6 +249,23 @@ def test_wheel_requires_only_the_core_and_holds_the_decoder(wheel):
     for f in DECODING.glob("*.py"):
         assert f"dlmspec_min/decoding/{f.name}" in names
     assert "dlmspec_min/py.typed" in names
+    # the shipped models: loading's files, not the training logs, and nothing else
+    shipped = {n.split("/embedded/", 1)[1] for n in names if "/embedded/" in n}
+    expected = {f"{folder}/{f.name}"
+                for folder in ("tokenizer", *files.SHIPPED_MODELS)
+                for f in (ROOT / "data" / "models" / folder).iterdir()
+                if f.name in files.SHIPPED_FILES}
+    assert shipped == expected
+    assert {"small/model.safetensors", "math_free/small/model.safetensors",
+            "tokenizer/tokenizer.json"} <= shipped
+    assert wheel.stat().st_size < 8e6, f"the wheel is {wheel.stat().st_size} bytes"
+
+
+def test_the_sdist_manifest_names_every_shipped_model():
+    """MANIFEST.in carries setup.py's sources into an sdist (python -m build)."""
+    manifest = (ROOT / "MANIFEST.in").read_text()
+    for folder in ("tokenizer", *files.SHIPPED_MODELS):
+        assert re.search(rf"^recursive-include data/models/{folder} ", manifest, re.M)
 
 
 # --- a fresh environment with the core only ---------------------------------------
@@ -259,47 +281,72 @@ def _pip_install(pip: list[str], what: str):
         )
 
 
-def test_a_fresh_core_environment_decodes_the_embedded_model(wheel, tmp_path):
+def _readme_example() -> str:
+    """The Python block of README's library section, as a reader copies it."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Using the decoder as a library", 1)[1].split("\n## ", 1)[0]
+    (example,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert "from dlmspec_min.decoding import" in example
+    return example
+
+
+def test_a_fresh_core_environment_runs_the_readme_example(wheel, tmp_path):
     """pip install torch==2.13.0 (first, resolved as make resolves it: the CPU
-    build), then the wheel, into an empty venv: 40-90 s here, with pip's cache.
-    Needs the package index make needs (PyPI, or the local mirror pip is
-    configured with); without one it fails and says so."""
+    build), then the wheel, into an empty venv away from the clone; there the
+    README's example runs as written, its models found by name inside the
+    installed package: 40-90 s here, with pip's cache. Needs the package index
+    make needs (PyPI, or the local mirror pip is configured with); without one
+    it fails and says so."""
     env_dir = tmp_path / "core"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
     pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     _pip_install(pip, TORCH_PIN)  # first: an unpinned resolve may pick a CUDA build
     _pip_install(pip, str(wheel))
-    check = f"""
-import importlib.metadata as md, importlib.util, json, sys, torch
-from dlmspec_min.decoding import DecodeConfig, generate, load_denoiser
-den, tok = load_denoiser({str(SMALL)!r})
-ids = tok.encode("The jury said", add_special_tokens=False)
-prompt = torch.tensor([[tok.bos_token_id, *ids]])
-out = generate(den, prompt, DecodeConfig(gen_length=16, block_length=8,
-               rule="threshold", cache="dual"))
-absent = [m for m in ("accelerate", "scipy", "PIL", "jupyter_core", "pandas",
-                      "datasets", "papermill", "pytest")
-          if importlib.util.find_spec(m) is not None]
-print(json.dumps({{"tokens": out.tokens[0].tolist(), "present": absent,
-                   "dists": sorted(d.metadata["Name"] for d in md.distributions())}}))
+    away = tmp_path / "elsewhere"
+    away.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DLMSPEC_DATA", "PYTHONPATH")}
+    env["OMP_NUM_THREADS"] = "1"
+    example = _readme_example()
+    run = subprocess.run([str(py), "-c", example], capture_output=True, text=True,
+                         cwd=away, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    # the same output as this environment's run of the same block
+    here = subprocess.run([sys.executable, "-c", example], capture_output=True,
+                          text=True, cwd=away, env=env)
+    assert here.returncode == 0, here.stderr[-2000:]
+    assert run.stdout == here.stdout
+    assert "#### 32" in run.stdout  # the math model answered the first question
+    check = """
+import importlib.metadata as md, importlib.util, json
+import dlmspec_min.decoding as d
+from dlmspec_min.decoding import files
+try:
+    d.load_denoiser("dlmspec/base")
+    refused = ""
+except d.ModelNotAvailableError as e:
+    refused = str(e)
+present = [m for m in ("accelerate", "scipy", "PIL", "jupyter_core", "pandas",
+                       "datasets", "papermill", "pytest")
+           if importlib.util.find_spec(m) is not None]
+print(json.dumps({"where": str(files.models_dir()), "refused": refused,
+                  "present": present, "module": d.__file__,
+                  "dists": sorted(x.metadata["Name"] for x in md.distributions())}))
 """
     run = subprocess.run([str(py), "-c", check], capture_output=True, text=True,
-                         cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                         cwd=away, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
     got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert str(env_dir) in got["module"] and str(ROOT) not in got["module"]
+    assert got["where"].endswith("dlmspec_min/decoding/embedded")
+    assert "not shipped with the installed package" in got["refused"]
+    assert "DLMSPEC_DATA" in got["refused"]
     assert got["present"] == [], f"optional packages in a core install: {got}"
     seeded = {"pip", "setuptools"}  # what venv puts in (torch requires setuptools)
     installed = {_canonical(d) for d in got["dists"]} - seeded
     expected = (_core_closure() | {"dlmspec-min"}) - seeded
     assert installed == expected, sorted(installed ^ expected)
-    # the same tokens as this environment's decode of the same folder
-    den, tok = decoding.load_denoiser(SMALL)
-    ids = tok.encode("The jury said", add_special_tokens=False)
-    here = decoding.generate(den, torch.tensor([[tok.bos_token_id, *ids]]),
-                             decoding.DecodeConfig(gen_length=16, block_length=8,
-                                                   rule="threshold", cache="dual"))
-    assert got["tokens"] == here.tokens[0].tolist()
 
 
 def test_core_requirements_import_in_this_environment():
@@ -309,13 +356,153 @@ def test_core_requirements_import_in_this_environment():
 
 
 def test_the_readme_example_runs():
-    """README's library section: its Python example decodes as written."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("## Using the decoder as a library", 1)[1].split("\n## ", 1)[0]
-    (example,) = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert "from dlmspec_min.decoding import" in example
+    """README's library section: its Python example decodes as written, in the
+    clone (the wheel's run is the fresh environment's test above)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    run = subprocess.run([sys.executable, "-c", example], capture_output=True,
-                         text=True, cwd=ROOT, env=env)
+    run = subprocess.run([sys.executable, "-c", _readme_example()],
+                         capture_output=True, text=True, cwd=ROOT, env=env)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "tensor([" in run.stdout  # the forwards it took
+    assert "#### 32" in run.stdout and "#### 27" in run.stdout  # math's answers
+
+
+# --- misuse: one line naming the argument, before any forward -----------------------
+
+
+@pytest.fixture(scope="module")
+def small():
+    return decoding.load_denoiser("dlmspec/small")
+
+
+def _no_forward(denoiser):
+    """The denoiser, with every forward refused: a check that runs after one
+    fails the test instead of the check."""
+    import copy
+
+    spy = copy.copy(denoiser)
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a forward ran before the inputs were checked")
+
+    spy.logits = spy.prefill = spy.logits_window = refuse
+    return spy
+
+
+CONFIG = decoding.DecodeConfig(gen_length=8, rule="threshold", cache="dual")
+
+
+@pytest.mark.parametrize("ids, match", [
+    ([[2, 8192]], r"^prompt holds token id 8192, outside the denoiser's vocabulary "
+                  r"\[0, 8192\)"),
+    ([[2, -1]], r"^prompt holds token id -1"),
+    ([[]], r"^prompt is empty \(shape \(1, 0\)\)"),
+])
+def test_bad_prompts_are_refused_before_a_forward(small, ids, match):
+    den, _ = small
+    with pytest.raises(ValueError, match=match):
+        decoding.generate(_no_forward(den), torch.tensor(ids, dtype=torch.long), CONFIG)
+
+
+def test_a_batch_of_no_rows_and_bad_init_ids_are_refused(small):
+    den, _ = small
+    with pytest.raises(ValueError, match="no rows"):
+        decoding.generate(_no_forward(den), torch.zeros(0, 3, dtype=torch.long), CONFIG)
+    init = torch.full((1, 8), den.mask_id)
+    init[0, 3] = 9000
+    with pytest.raises(ValueError, match=r"^init holds token id 9000"):
+        decoding.generate(_no_forward(den), torch.tensor([[2]]), CONFIG, init=init)
+
+
+def test_an_empty_prompt_decodes_when_asked_for(small):
+    den, _ = small
+    out = decoding.generate(den, torch.zeros(1, 0, dtype=torch.long), CONFIG,
+                            allow_empty_prompt=True)
+    assert out.generated.shape == (1, 8)
+
+
+@pytest.mark.parametrize("what", ["tokenizer", "model", "tuple"])
+def test_the_wrong_object_as_denoiser_is_named(small, what):
+    den, tok = small
+    wrong = {"tokenizer": tok, "model": den.model, "tuple": small}[what]
+    with pytest.raises(TypeError, match=r"^denoiser must be a Denoiser") as e:
+        decoding.generate(wrong, torch.tensor([[2, 5]]), CONFIG)
+    assert ("unpack both" in str(e.value)) == (what == "tokenizer")
+    assert "\n" not in str(e.value)
+
+
+def test_empty_and_partial_model_folders_are_named(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(decoding.ModelNotAvailableError,
+                       match=r"^name_or_path: the folder .*empty is empty; a saved "
+                             r"model holds config.json"):
+        decoding.load_denoiser(empty)
+    only_tokenizer = tmp_path / "tok"
+    shutil.copytree(ROOT / "data" / "models" / "tokenizer", only_tokenizer)
+    with pytest.raises(decoding.ModelNotAvailableError,
+                       match=r"has no config.json \(it holds tokenizer.json"):
+        decoding.load_denoiser(only_tokenizer)
+    no_weights = tmp_path / "cfg"
+    no_weights.mkdir()
+    shutil.copy(SMALL / "config.json", no_weights / "config.json")
+    with pytest.raises(decoding.ModelNotAvailableError,
+                       match=r"has a config.json but no weights"):
+        decoding.load_denoiser(no_weights)
+    (no_weights / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors"}}))
+    with pytest.raises(decoding.ModelNotAvailableError, match="but no weights"):
+        decoding.load_denoiser(no_weights)  # an index whose shard is missing
+
+
+def test_an_installed_package_names_the_models_it_does_not_ship(monkeypatch):
+    monkeypatch.delenv("DLMSPEC_DATA", raising=False)
+    monkeypatch.setattr(files, "_in_a_clone", lambda: False)
+    assert files.models_dir() == files.PACKAGED and files.from_package()
+    with pytest.raises(decoding.ModelNotAvailableError,
+                       match=r"'dlmspec/base' is not shipped with the installed "
+                             r"package \(it ships dlmspec/small, "
+                             r"dlmspec/math_free/small\).*DLMSPEC_DATA"):
+        decoding.load_denoiser("dlmspec/base")
+
+
+# --- prompts ---------------------------------------------------------------------
+
+
+def test_encode_prompts_left_pads_after_a_start_token(small):
+    _, tok = small
+    batch = decoding.encode_prompts(tok, ["The jury said", "It"])
+    jury = tok.encode("The jury said", add_special_tokens=False)
+    it = tok.encode("It", add_special_tokens=False)
+    width = 1 + len(jury)
+    assert batch.dtype == torch.long and batch.shape == (2, width)
+    assert batch[0].tolist() == [tok.bos_token_id, *jury]
+    assert batch[1].tolist() == ([tok.pad_token_id] * (width - 1 - len(it))
+                                 + [tok.bos_token_id, *it])
+    single = decoding.encode_prompts(tok, "The jury said")
+    assert torch.equal(single, batch[:1])
+
+
+def test_encode_prompts_is_the_math_models_trained_layout():
+    from dlmspec_min.training import train_math
+    from dlmspec_min.worlds import get_world
+
+    den, tok = decoding.load_denoiser("dlmspec/math_free/small")
+    assert den.prompt_length == train_math.PROMPT_LENGTH == 32
+    problems = get_world("math").problems(6)
+    prompt = decoding.encode_prompts(tok, [p.question_text for p in problems],
+                                     length=den.prompt_length)
+    rows = train_math.encode(tok, problems)
+    assert torch.equal(prompt, rows[:, :32])
+    assert decoding.load_denoiser("dlmspec/small")[0].prompt_length is None
+
+
+@pytest.mark.parametrize("texts, kw, match", [
+    ([], {}, "texts is empty"),
+    (["a", 3], {}, r"texts must be strings; texts\[1\] is a int"),
+    (["The jury said it all"], {"length": 3}, r"texts\[0\] takes \d+ tokens"),
+    (["a"], {"length": 0}, "length must be a positive int"),
+])
+def test_encode_prompts_refuses_what_it_cannot_lay_out(small, texts, kw, match):
+    _, tok = small
+    with pytest.raises(ValueError, match=match):
+        decoding.encode_prompts(tok, texts, **kw)

@@ -131,12 +131,10 @@ def test_the_glued_forwards_are_what_the_library_gives():
 
 def _decode_again(v: dict, p: dict):
     denoiser, tokenizer = decoding.load_denoiser(v["lib_model"])
-    texts = ["The jury said that", "In the morning she", "The committee will"]
+    texts = ["The jury said", "In the morning", "The committee will"]
     assert f"texts = {texts!r}".replace("'", '"') in USING.read_text()
-    bos = tokenizer.bos_token_id
-    rows = [[bos, *tokenizer.encode(t, add_special_tokens=False)] for t in texts]
-    width = min(map(len, rows))
-    prompt = torch.tensor([r[:width] for r in rows])
+    prompt = decoding.encode_prompts(tokenizer, texts)
+    assert (prompt != tokenizer.pad_token_id).all()  # one length: no [PAD]
     fast = dict(gen_length=p["gen_length"], block_length=p["block_length"],
                 rule="threshold", threshold=p["threshold"], cache="dual")
     dual = decoding.generate(denoiser, prompt, decoding.DecodeConfig(**fast))
