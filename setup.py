@@ -1,7 +1,8 @@
 """The build's one hook: the wheel carries the embedded models its README loads.
 
-``pip install .`` and ``pip wheel .`` copy the shared tokenizer and the models
-named in ``dlmspec_min/decoding/files.py`` (``SHIPPED_MODELS``, ``SHIPPED_FILES``)
+``pip install .`` and ``pip wheel .`` copy the models named in
+``dlmspec_min/decoding/files.py`` (``SHIPPED_MODELS``, ``SHIPPED_FILES``; each
+folder holds its own tokenizer)
 from ``data/models`` into the package's ``decoding/embedded/``, where
 ``load_denoiser("dlmspec/small")`` finds them outside a clone. Everything else
 is ``pyproject.toml``.
@@ -23,11 +24,11 @@ class BuildWithModels(build_py):
         super().run()
         source = HERE / "data" / "models"
         target = Path(self.build_lib) / "dlmspec_min" / "decoding" / "embedded"
-        for folder in ("tokenizer", *FILES["SHIPPED_MODELS"]):
+        for folder in FILES["SHIPPED_MODELS"]:
             files = [source / folder / f for f in FILES["SHIPPED_FILES"]
                      if (source / folder / f).is_file()]
-            if not any(f.name in ("config.json", "tokenizer.json") for f in files):
-                raise SystemExit(f"setup.py: {source / folder} holds no model to ship")
+            if not {"config.json", "tokenizer.json"} <= {f.name for f in files}:
+                raise SystemExit(f"setup.py: {source / folder} holds no model and tokenizer to ship")
             (target / folder).mkdir(parents=True, exist_ok=True)
             for f in files:
                 shutil.copyfile(f, target / folder / f.name)

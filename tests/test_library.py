@@ -219,7 +219,7 @@ def wheel(tmp_path_factory) -> Path:
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "dlmspec_min", src / "dlmspec_min",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "embedded"))
-    for folder in ("tokenizer", *files.SHIPPED_MODELS):  # what setup.py ships
+    for folder in files.SHIPPED_MODELS:  # what setup.py ships
         shutil.copytree(ROOT / "data" / "models" / folder,
                         src / "data" / "models" / folder)
     out = tmp_path_factory.mktemp("wheel")
@@ -252,19 +252,19 @@ def test_wheel_requires_only_the_core_and_holds_the_decoder(wheel):
     # the shipped models: loading's files, not the training logs, and nothing else
     shipped = {n.split("/embedded/", 1)[1] for n in names if "/embedded/" in n}
     expected = {f"{folder}/{f.name}"
-                for folder in ("tokenizer", *files.SHIPPED_MODELS)
+                for folder in files.SHIPPED_MODELS
                 for f in (ROOT / "data" / "models" / folder).iterdir()
                 if f.name in files.SHIPPED_FILES}
     assert shipped == expected
     assert {"small/model.safetensors", "math_free/small/model.safetensors",
-            "tokenizer/tokenizer.json"} <= shipped
+            "small/tokenizer.json", "math_free/small/tokenizer.json"} <= shipped
     assert wheel.stat().st_size < 8e6, f"the wheel is {wheel.stat().st_size} bytes"
 
 
 def test_the_sdist_manifest_names_every_shipped_model():
     """MANIFEST.in carries setup.py's sources into an sdist (python -m build)."""
     manifest = (ROOT / "MANIFEST.in").read_text()
-    for folder in ("tokenizer", *files.SHIPPED_MODELS):
+    for folder in files.SHIPPED_MODELS:
         assert re.search(rf"^recursive-include data/models/{folder} ", manifest, re.M)
 
 

@@ -8,9 +8,9 @@ Three places, the first that applies:
    here so that this folder imports nothing from the rest of the package
    (``tests/test_layout.py`` checks that both give the same folders);
 3. the models shipped inside the installed package, ``decoding/embedded/``
-   (``pip install .`` or the wheel): the shared tokenizer and the models of
-   ``SHIPPED_MODELS``, copied in by ``setup.py`` at build time. The other
-   embedded models live only in the repository.
+   (``pip install .`` or the wheel): those of ``SHIPPED_MODELS``, each with its
+   own tokenizer, copied in by ``setup.py`` at build time. The other embedded
+   models live only in the repository.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PACKAGED = Path(__file__).resolve().parent / "embedded"  # filled by setup.py
 
-# What an installed package carries, besides the tokenizer (about 4 MB in all):
+# What an installed package carries (about 4 MB in all, each with its tokenizer):
 # the README example's prose model and the math world's smallest model.
 SHIPPED_MODELS = ("small", "math_free/small")
 # The files of a model folder that loading reads (not the training log).
