@@ -484,15 +484,21 @@ def test_encode_prompts_left_pads_after_a_start_token(small):
 
 def test_encode_prompts_is_the_math_models_trained_layout():
     from dlmspec_min.training import train_math
+    from dlmspec_min.training.tokenizer import BOS_ID, PAD_ID
     from dlmspec_min.worlds import get_world
 
     den, tok = decoding.load_denoiser("dlmspec/math_free/small")
     assert den.prompt_length == train_math.PROMPT_LENGTH == 32
+    by_folder, _ = decoding.load_denoiser(ROOT / "data" / "models" / "math_free"
+                                          / "small")
+    assert by_folder.prompt_length == 32
     problems = get_world("math").problems(6)
     prompt = decoding.encode_prompts(tok, [p.question_text for p in problems],
                                      length=den.prompt_length)
-    rows = train_math.encode(tok, problems)
-    assert torch.equal(prompt, rows[:, :32])
+    for row, p in zip(prompt.tolist(), problems, strict=True):  # written out by hand
+        q = tok.encode(p.question_text, add_special_tokens=False)
+        assert row == [PAD_ID] * (31 - len(q)) + [BOS_ID, *q]
+    assert torch.equal(train_math.encode(tok, problems)[:, :32], prompt)  # training's
     assert decoding.load_denoiser("dlmspec/small")[0].prompt_length is None
 
 

@@ -168,3 +168,22 @@ def test_the_built_api_page_has_an_entry_for_every_exported_name():
     assert html.count('<dl class="field-list') >= 8  # napoleon rendered Parameters
     using = (HTML / "book" / "library" / "using.html").read_text()
     assert "Using the decoder" in using and 'href="api.html"' in using
+
+
+def test_the_speed_table_reads_the_benchmark_s_last_run():
+    """The library page's speed section: every setting of the benchmark at
+    both batches on both models, the near-fastest including the fastest, and
+    speculation's slowdown recomputed from the rows."""
+    from dlmspec_min.measures import bench
+
+    path = ROOT / "benchmarks" / "results" / "decode_speed.json"
+    meta, rows = bench.speed_report(path)
+    assert meta["machine"] and meta["date"] and meta["repeats"] >= 1
+    assert len(rows) == 2 * 2 * (3 * 3 + 3)  # models x batches x settings
+    assert set(rows["rule"]) == {"schedule", "threshold", "factor", "trajectory"}
+    for (model, batch), s in bench.speed_summary(rows).items():
+        g = rows[(rows.model == model) & (rows.batch == batch)].set_index("setting")
+        assert s["fastest"] in s["near_fastest"]
+        assert s["fastest_tokens_per_s"] == g["tokens_per_s"].max()
+        assert s["spec_slowdown"]["dual"] == pytest.approx(
+            g.loc["trajectory / dual", "wall_s"] / g.loc["threshold / dual", "wall_s"])

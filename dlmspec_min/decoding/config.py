@@ -109,9 +109,11 @@ class DecodeConfig:
     -----
     Which settings are fast. A forward's cost on a CPU grows with the
     positions it computes (rows times width), so the fastest decode there is
-    the one that computes the fewest positions: the threshold (or factor) rule,
-    which commits several tokens per forward where the model is confident,
-    with ``cache="dual"``, which recomputes only the current block. Trajectory
+    the one that computes the fewest positions: a KV cache (``"prefix"`` or
+    ``"dual"``, which recompute the block and what follows, or the block
+    only) always helps, and the threshold or factor rule helps where the
+    model is confident enough to commit several tokens per forward (where it
+    is not, every rule makes one forward per token). Trajectory
     speculation saves forwards by verifying a tree of up to ``spec_budget`` + 1
     drafted states in one call; on a CPU that call costs about as much as its
     rows computed one by one, so it is several times slower in wall time

@@ -204,8 +204,9 @@ class Denoiser:
         None.
     prompt_length : int or None
         The prompt length the model was trained to answer after (set by
-        ``load_denoiser`` for the embedded math models: 32; pass it to
-        ``encode_prompts``), else None: any prompt length.
+        ``load_denoiser`` from a folder's ``training.json``, by name or by
+        folder: the embedded math models' 32; pass it to ``encode_prompts``),
+        else None: any prompt length.
     """
 
     spec: ModelSpec | None = None
@@ -433,7 +434,9 @@ def _from_local_dir(path: Path, trust_remote_code: bool, device, dtype,
     tokenizer = _local_tokenizer(path)
     if spec is not None:
         return _wrap(spec, model), tokenizer
-    return Denoiser(model, _mask_id(tokenizer, model.config)), tokenizer
+    denoiser = Denoiser(model, _mask_id(tokenizer, model.config))
+    denoiser.prompt_length = _trained_prompt_length(path)
+    return denoiser, tokenizer
 
 
 def _load_embedded(name: str, device, dtype, device_map=None):
@@ -472,7 +475,6 @@ def _load_embedded(name: str, device, dtype, device_map=None):
 
         if _has_tokenizer(tokenizer_dir()):
             tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir())
-    denoiser.prompt_length = _trained_prompt_length(path)
     return denoiser, tokenizer
 
 

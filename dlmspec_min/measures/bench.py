@@ -146,8 +146,9 @@ def speed_report(path):
     return data, rows
 
 
-def speed_summary(rows) -> dict:
-    """Per model and batch: the fastest setting, and how many times slower
+def speed_summary(rows, near: float = 0.1) -> dict:
+    """Per model and batch: the fastest setting, those within ``near`` of its
+    tokens per second (timing noise cannot order them), and how many times slower
     trajectory speculation is than its base policy (threshold, same cache), in
     wall time, with the forwards it saves."""
     out = {}
@@ -159,8 +160,10 @@ def speed_summary(rows) -> dict:
         saved = {c: g.loc[f"threshold / {c}", "nfe_per_row"]
                  / g.loc[f"trajectory / {c}", "nfe_per_row"]
                  for c in ("none", "prefix", "dual")}
+        best = g["tokens_per_s"].max()
         out[(model, batch)] = {
             "fastest": g["tokens_per_s"].idxmax(),
+            "near_fastest": list(g.index[g["tokens_per_s"] >= (1 - near) * best]),
             "fastest_tokens_per_s": float(g["tokens_per_s"].max()),
             "spec_slowdown": slow, "spec_fewer_forwards": saved,
         }

@@ -57,7 +57,10 @@ def unconditional_prompt(tokenizer, n: int, device="cpu") -> torch.Tensor:
 
     The embedded models were trained on sequences that start with [BOS]; a
     masked LM without a BOS token gets its [CLS]; a tokenizer with neither gets
-    an empty prompt.
+    an empty prompt, which ``generate`` refuses unless called with
+    ``allow_empty_prompt=True``: a page decoding such a model stops there with
+    that message (every model the book supports has a start token: the
+    embedded ones, LLaDA, Dream, MDLM's GPT-2 tokenizer, BERT's [CLS]).
     """
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be an integer >= 1, got {n!r}")

@@ -302,7 +302,8 @@ def _world_prompts(values):
 
 
 def _world_prompt_length(values):
-    """The math world's questions are 64 tokens each (its models' layout)."""
+    """The math world's questions are MATH_PROMPT_LENGTH (32) tokens each (its
+    models' layout)."""
     if values["world"] == "math" and values["prompt_length"] != MATH_PROMPT_LENGTH:
         return (f"the math world's questions are {MATH_PROMPT_LENGTH} tokens long "
                 f"(the layout its models were trained on): prompt_length="

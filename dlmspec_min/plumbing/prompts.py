@@ -4,7 +4,8 @@
 * ``"brown"``: the start token, then the first tokens of held-out Brown
   sentences in a seeded order (``order.held_out_prompts``);
 * ``"questions"``: the math world's held-out questions (``worlds.MATH.prompts``),
-  each ``[PAD]``-padded to the 64 tokens its models were trained with;
+  each ``[PAD]``-padded to the 32 tokens its models were trained with
+  (``decoding.encode_prompts``'s layout);
 * ``"NAME:CONFIG:SPLIT:COLUMN"``: the same construction on the texts of one
   column of a Hugging Face ``datasets`` dataset, e.g. ``gsm8k:main:test:question``
   (the prompts Fast-dLLM's 3.25 tokens/step was measured on); an empty CONFIG
