@@ -140,6 +140,20 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     fig = ra.draw(m, paper_gain=1.5)
     assert len(fig.axes) == len(ra.AXES) * len(ra.FIGURES)
     assert all(len(ax.collections) + len(ax.lines) >= 1 for ax in fig.axes)
+    assert v["r_missing_note"] == ("nan: order not measured; the table's status row "
+                                   "says why")
+    shown = ra.shown_table(table)  # a column per setting, intervals in their cells
+    assert list(shown.columns) == list(settings)
+    assert not {"low", "high", "tau_acc low", "alpha_SID high"} & set(shown.index)
+    for name in ("narrow", "free"):
+        cell = shown.loc["alpha_SID", name]
+        assert re.fullmatch(r"\d\.\d+ \[\d\.\d+, \d\.\d+\]", cell), cell
+        value = float(cell.split(" ")[0])
+        assert value == pytest.approx(v[f"r_{name}_alpha"], abs=0.006)
+        star = shown.loc["alpha*", name]
+        low = 1 - 1 / v[f"r_{name}_tau_acc_lo"]
+        assert float(star.split("[")[1].split(",")[0]) == pytest.approx(low, abs=0.06)
+    assert shown.loc["tau_acc", "order"] == "nan"
 
 
 def test_nothing_measured_draws_nothing_and_bad_sizes_are_refused(monkeypatch):

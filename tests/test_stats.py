@@ -157,3 +157,39 @@ def test_seed_pooled_rate_averages_seeds_and_widens_with_their_spread():
         stats.seed_pooled_rate(np.stack([trials + 1]), trials)
     with pytest.raises(ValueError, match="n_boot"):
         stats.seed_pooled_rate(low[None], trials, 0)
+
+
+@pytest.mark.parametrize("args, shown", [
+    ((13.241379, 10.52, 17.46), "13.2 [10.5, 17.5]"),
+    ((0.9641, 0.9312, 0.9951), "0.964 [0.931, 0.995]"),
+    ((1.4123, 1.23, 1.59), "1.41 [1.23, 1.59]"),
+    ((412.0, 300.0, 520.0), "412 [300, 520]"),
+    ((float("nan"), 0.1, 0.2), "nan"),
+    ((0.5, float("nan"), float("nan")), "0.5"),
+    ((16 / 3, 16 / 3, 16 / 3 + 1e-15), "5.333"),  # a width of a few ulps
+    ((1234.5, float("nan"), float("nan")), "1234"),
+    ((0.123456789, 0.12345678, 0.1234568), "0.123457 [0.123457, 0.123457]"),
+])
+def test_with_interval_keeps_the_digits_its_interval_supports(args, shown):
+    assert stats.with_interval(*args) == shown
+
+
+def test_size_to_separate_follows_its_closed_form():
+    from dlmspec_min.measures import power
+
+    a, b = (0.87, 0.82, 0.92), (0.79, 0.73, 0.84)  # gap 0.08, facing 0.05 and 0.05
+    n = power.size_to_separate(a, b, 12)
+    z = 0.8416212335729143
+    root = (0.05 * 12**0.5 * 2 + z * (2 * 0.05**2 * 12) ** 0.5 / 1.959963984540054)
+    assert n == int(np.ceil((root / 0.08) ** 2)) == 32
+    # at that size, the expected facing half-widths clear the gap with margin
+    s = (12 / n) ** 0.5
+    assert 0.08 > 0.1 * s
+    assert power.size_to_separate(b, a, 12) == n  # symmetric
+    assert power.size_to_separate(a, b, 12, power=0.5) < n  # less power, fewer
+    assert power.size_to_separate(a, (0.87, 0.8, 0.9), 12) is None  # no gap
+    assert power.size_to_separate(a, (np.nan, 0.1, 0.2), 12) is None
+    assert power.separated((0.9, 0.85, 0.95), (0.7, 0.6, 0.8))
+    assert not power.separated(a, b)
+    with pytest.raises(ValueError, match="sizes must be ints"):
+        power.size_to_separate(a, b, 0)

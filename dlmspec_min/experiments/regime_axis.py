@@ -219,11 +219,45 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
     v["r_traj_exact_min"] = (float(np.nanmin(exact)) if np.isfinite(exact).any()
                              else math.nan)
     v["r_settings_total"] = len(rows)
+    missing = [r["setting"] for r in rows if r["status"] != "measured"]
+    v["r_missing_note"] = (
+        "every setting's models are trained and measured" if not missing else
+        f"nan: {' and '.join(missing)} not measured; the table's status row says why")
     v["r_summary"] = summary(v, settings)
     table = pd.DataFrame(rows).set_index("setting")
     long = pd.DataFrame([dict(setting=name, **{k: v[f"r_{name}_{k}"] for k in COLUMNS})
                          for name in settings])
     return Measurement(v, {"settings": table}, {"long": long})
+
+
+# the page's table: a figure with its interval in one cell, to the digits it supports
+SHOWN = {  # column -> (its low, its high) in ``measure``'s table
+    "threshold slots/forward": ("low", "high"),
+    "tau_acc": ("tau_acc low", "tau_acc high"),
+    "alpha_SID": ("alpha_SID low", "alpha_SID high"),
+    "cluster gain": ("cluster gain low", "cluster gain high"),
+    "trajectory gain": ("trajectory gain low", "trajectory gain high"),
+}
+
+
+def shown_table(table: pd.DataFrame) -> pd.DataFrame:
+    """``measure``'s settings table as the page shows it, a column per setting:
+    each figure with its 95 % interval in one cell (``stats.with_interval``),
+    alpha* with the interval it inherits from tau_acc (1 - 1/tau_acc at each
+    end), bits to two decimals, shares and margins to three."""
+    out = table.copy()
+    star = out["alpha*"].astype(float)
+    lo, hi = (1 - 1 / out[c].astype(float) for c in ("tau_acc low", "tau_acc high"))
+    out["alpha*"] = [stats.with_interval(*x) for x in zip(star, lo, hi, strict=True)]
+    for col, (low, high) in SHOWN.items():
+        out[col] = [stats.with_interval(*map(float, x))
+                    for x in zip(out[col], out[low], out[high], strict=True)]
+    out = out.drop(columns=[c for pair in SHOWN.values() for c in pair])
+    for col, digits in (("glue bits", 2), ("content bits", 2), ("alpha*/alpha", 3),
+                        ("alpha* - alpha_SID high", 3),
+                        ("trajectory = base policy (share)", 3)):
+        out[col] = [f"{float(x):.{digits}f}" for x in out[col]]
+    return out.T
 
 
 def summary(v: dict[str, Any], names) -> str:

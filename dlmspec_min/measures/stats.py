@@ -357,3 +357,18 @@ def pooled_mean_bootstrap(
     (g,), S = _group_codes(groups)
     return ratio_bootstrap(np.bincount(g, values, S), np.bincount(g, minlength=S),
                            n_boot, seed, level)
+
+
+def with_interval(value: float, low: float, high: float) -> str:
+    """``value [low, high]`` to the decimals the interval supports: two
+    significant digits of its width (13.241, 10.52, 17.46 -> "13.2 [10.5, 17.5]");
+    "nan" where the value is missing, the value alone (4 significant digits)
+    where the interval is missing or has no width; at most 6 decimals."""
+    if not np.isfinite(value):
+        return "nan"
+    scale = max(abs(value), abs(low), abs(high), 1e-12) if np.isfinite(low) else 1
+    if (not (np.isfinite(low) and np.isfinite(high)) or high <= low
+            or (high - low) < 1e-9 * scale):  # no width worth printing
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    decimals = min(6, max(0, 1 - int(np.floor(np.log10(high - low)))))
+    return f"{value:.{decimals}f} [{low:.{decimals}f}, {high:.{decimals}f}]"

@@ -56,7 +56,7 @@ NOT_AT_PAPER_SCALE = {
     "10_seeds": "reruns C2, C3 and C6 at several seeds on the embedded models (its "
                 "own reduced sizes); at paper scale that is three more 8B runs each",
     "11_regime": "its settings are generated worlds, each with a draft and target "
-                 "trained on it (issue 42); no paper model was trained on them",
+                 "trained on it; no paper model was trained on them",
 }
 
 

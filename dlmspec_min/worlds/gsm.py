@@ -170,7 +170,7 @@ class MathWorld(World):
 # page) and a point of the regime page (ladder_world("narrow")).
 MATH = MathWorld(
     name="math",
-    title="grade-school math",
+    title="grade-school math, free solutions",
     dials=P.FREE,
     ladder=("dlmspec/math_free/small", "dlmspec/math_free/base",
             "dlmspec/math_free/large"),
@@ -196,9 +196,9 @@ def ladder_world(ladder: str) -> MathWorld:
     names = tuple(f"dlmspec/{folder}/{s}" for s in ("small", "base", "large"))
     if names == MATH.ladder:
         return MATH
-    return replace(MATH, name=f"math_{ladder}", title=f"{MATH.title} ({ladder})",
-                   dials=dials, ladder=names, draft=names[0], target=names[1],
-                   strong=names[2])
+    return replace(MATH, name=f"math_{ladder}",
+                   title=f"grade-school math, {ladder} solutions", dials=dials,
+                   ladder=names, draft=names[0], target=names[1], strong=names[2])
 
 
 # the narrow world (problems.NARROW, data/models/math/): the claims' math world
