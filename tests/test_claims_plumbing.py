@@ -232,3 +232,57 @@ def test_a_claim_page_shows_the_claim_in_every_world_and_why_one_is_missing(
     lacking = [n for n in ("math/small", "math/base", "math/large")
                if not (models_dir() / n / "config.json").exists()]
     assert all(f"dlmspec/{n}" in missing for n in lacking)
+
+
+def test_the_power_plan_is_its_stated_calculation_and_the_math_profiles_run_it():
+    """book/claims.yml's power: each planned size is power.size_to_separate of
+    the sides seen so far, and the math profile runs at least that many
+    questions (every size the entry names)."""
+    from dlmspec_min.measures import power
+    from dlmspec_min.plumbing import worldruns
+
+    reg = claims.load_registry()
+    plan = reg["power"]
+    assert set(plan["claims"]) == {"C2", "C3", "C5", "C6", "C7"}
+    for cid, spec in plan["claims"].items():
+        a, b = (tuple(s) for s in spec["seen"]["sides"])
+        assert power.size_to_separate(a, b, *spec["seen"]["n"],
+                                      power=plan["level"]) == spec["planned"], cid
+        assert not power.separated(a, b), cid  # what the plan is for
+        notebook = claims.REPO_ROOT / reg["claims"][cid]["notebook"]
+        ran = worldruns.run_sizes(notebook, "math", spec["size"])
+        assert all(n >= spec["planned"] for n in ran), (cid, ran)
+        # the sides name values the page records (alpha* as its rules read it)
+        names = {n for side in spec["sides"] for e in side
+                 for n in re.findall(r"[a-z]\w+", str(e))}
+        assert names <= set(reg["claims"][cid]["keys"]) | {"c5_quality_bound"}, cid
+
+
+def test_the_power_reading_of_a_world_and_its_note_on_the_claim_page():
+    import sys
+
+    sys.path.insert(0, str(claims.REPO_ROOT / "book" / "_ext"))
+    import claims_dashboard
+
+    reg = claims.load_registry()
+    apart = {"c3_alpha": 0.9, "c3_alpha_lo": 0.88, "c3_alpha_hi": 0.92,
+             "c3_alpha_star": 0.75, "c3_tau_acc_lo": 3.5, "c3_tau_acc_hi": 4.5}
+    p = claims.power_reading("C3", apart, [20], reg)
+    assert p["separated"] and p["b"] == pytest.approx((0.75, 1 - 1 / 3.5, 1 - 1 / 4.5))
+    close = {**apart, "c3_alpha_lo": 0.70}
+    q = claims.power_reading("C3", close, [20], reg)
+    assert not q["separated"] and q["needed"] > 20
+    assert claims.power_reading("C3", {"c3_alpha": 0.9}, [20], reg) is None
+    assert claims.power_reading("C1", apart, [20], reg) is None
+    row = {"id": "C3", "verdict": "inconclusive",
+           "values": {**{f"{k}_math": v for k, v in close.items()}, **apart}}
+    notes = claims_dashboard._power_notes(row, reg, "C3", ["prose", "math"])
+    assert len(notes) == 2
+    assert "this comparison is decided" in notes[0] and 'data-world="prose"' in notes[0]
+    math_note = notes[1]
+    assert f"about {claims.power_reading('C3', close, [38], reg)['needed']} samples" \
+        in math_note and "(this run: n_samples 38)" in math_note
+    nan = {**apart, "c3_alpha_hi": float("nan")}
+    row = {"id": "C3", "verdict": "inconclusive", "values": nan}
+    (note,) = claims_dashboard._power_notes(row, reg, "C3", ["prose"])
+    assert "not finite" in note

@@ -25,7 +25,7 @@ from dlmspec_min.worlds import prose
 NOTEBOOK = REPO_ROOT / "notebooks" / "03_win_condition.md"
 # what the page records itself: the verdicts, its run time and the figures
 PAGE_SIDE = {"c3_verdict", "c3_verdict_piece", "c3_runtime_seconds",
-             "c3_fig_win_region", "c3_fig_e2e"}
+             "c3_fig_win_region", "c3_fig_e2e", "c3_quality_bound", "c3_e2e_quality"}
 WALL = {"c3_wall_acc", "c3_wall_ssld", "c3_wall_ratio"}  # timings: never identical
 SIZES = dict(gen_length=12, block_length=4, threshold=1e-4, temperature=1.0, K=8,
              levels=1, n_train=16, n_repeats=2, n_timed=2, n_bootstrap=50, seed=0,
@@ -240,3 +240,50 @@ def test_notes_follow_the_measurement():
     faster = pd.Series({**row, "ratio low": 0.8, "ratio high": 0.9})
     assert "not the target's" in c3.gap_note(2.0, faster)
     assert "0.100" in c3.gap_note(2.0, faster)
+
+
+def test_quality_stands_beside_the_forwards(result):
+    """Prose has no answers: the judge's agreement with both end-to-end decodes,
+    and SSLD's drop below the accelerator with its paired interval."""
+    v = result.values
+    assert v["c3_quality_kind"] == "judge top-1 agreement"
+    assert 0 <= v["c3_quality_acc"] <= 1 and 0 <= v["c3_quality_ssld"] <= 1
+    assert v["c3_quality_drop"] == pytest.approx(v["c3_quality_acc"]
+                                                 - v["c3_quality_ssld"])
+    assert v["c3_quality_drop_lo"] <= v["c3_quality_drop"] <= v["c3_quality_drop_hi"]
+
+
+def test_answer_accuracy_is_the_quality_where_texts_have_answers():
+    class World:
+        def answers(self, n, seed=0):
+            return [1, 2, 3]
+
+        def answer_correct(self, tokenizer, generated, answers):
+            return (generated[:, 0] == torch.tensor(answers)).numpy()
+
+    kind, score = c3.quality_scorer(World(), None, 3, 0, "unused")
+    assert kind == "answer accuracy"
+    acc = torch.tensor([[1, 0], [2, 0], [3, 0]])  # all right
+    ssld = torch.tensor([[1, 0], [0, 0], [0, 0]])  # one right
+    v = c3.quality_values(kind, score, acc, ssld, n_bootstrap=200, seed=0)
+    assert v["c3_quality_acc"] == 1 and v["c3_quality_ssld"] == pytest.approx(1 / 3)
+    assert v["c3_quality_drop"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("ratio, drop, expected", [
+    ((0.6, 0.5, 0.8), (0.01, -0.02, 0.04), "faster at equal quality"),
+    ((0.6, 0.5, 0.8), (0.30, 0.10, 0.50), "faster, by losing quality"),
+    ((1.03, 1.01, 1.06), (0.0, -0.1, 0.1), "not faster"),
+    ((0.6, 0.5, 0.8), (0.05, -0.02, 0.12), "cannot tell at this size"),
+    ((0.95, 0.8, 1.1), (0.0, -0.01, 0.01), "cannot tell at this size"),
+])
+def test_the_equal_quality_reading_follows_its_stated_rule(ratio, drop, expected):
+    registry = claims.load_registry()
+    values = dict(zip(("c3_e2e_ratio", "c3_e2e_ratio_lo", "c3_e2e_ratio_hi"), ratio,
+                      strict=True))
+    values |= dict(zip(("c3_quality_drop", "c3_quality_drop_lo", "c3_quality_drop_hi"),
+                       drop, strict=True))
+    values["c3_quality_bound"] = registry["claims"]["C3"]["e2e_quality"]["bound"]
+    assert claims.reading("C3", "e2e_quality", values, registry) == expected
+    with pytest.raises(ValueError, match="no reading block"):
+        claims.reading("C3", "nothing", values, registry)

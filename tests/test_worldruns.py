@@ -2,6 +2,7 @@
 profile for, executed beside the page and read back under the world's suffix."""
 
 import json
+import shutil
 
 import jupytext
 import nbformat
@@ -218,12 +219,23 @@ def _full_profiles():
     return sorted((run.PROFILES / worldruns.FULL.format(world="math")).glob("*.yaml"))
 
 
-def test_the_math_worlds_full_sizes_are_sizes_of_its_profile():
+def test_the_math_worlds_full_sizes_are_sizes_of_its_profile(tmp_path, monkeypatch):
     """Where the book runs the math world at reduced sizes, the full sizes are a
     file that changes sizes only (no model, decode or world) and runs with the
-    profile beneath it; every page the book measures at reduced sizes says so."""
+    profile beneath it; every page the book measures at reduced sizes says so.
+    Since 2026-12-06 the book runs the power calculation's sizes and keeps no
+    full profile; the mechanism is then checked on a copy with one added."""
     fulls = _full_profiles()
-    assert fulls, "no full-size profile: the book's math sizes are the full ones"
+    if not fulls:
+        profiles = tmp_path / "notebooks" / "profiles"  # the same relative paths
+        shutil.copytree(run.PROFILES, profiles)
+        (profiles / "math-full").mkdir(exist_ok=True)
+        book = run.parameters_in(profiles / "math" / "03_win_condition.yaml")
+        (profiles / "math-full" / "03_win_condition.yaml").write_text(
+            f"n_samples: {2 * book['n_samples']}\n")
+        monkeypatch.setattr(run, "PROFILES", profiles)
+        fulls = _full_profiles()
+        assert len(fulls) == 1
     for f in fulls:
         nb = REPO_ROOT / "notebooks" / f"{f.stem}.md"
         assert worldruns.worlds_of(nb) == ["math"], f

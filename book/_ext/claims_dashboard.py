@@ -25,11 +25,14 @@ verdict whose notebook ran under another fingerprint shows as *stale*.
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
+from dlmspec_min.measures import stats
+from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing import claims, provenance, worldruns
 from dlmspec_min.worlds import get_world
 
@@ -131,7 +134,49 @@ def _claim_worlds(rows, registry: dict, claim_id: str) -> str:
                    f"{_verdict_span(c['verdict'])}{why}</td></tr>")
     out.append("</tbody></table>")
     out += _sizes_notes(registry["claims"][claim_id]["notebook"], cells)
+    out += _power_notes(row, registry, claim_id, cells)
     return "\n".join(out)
+
+
+def _interval(side) -> str:
+    value, low, high = side
+    return stats.with_interval(value, low, high)
+
+
+def _power_notes(row, registry: dict, claim_id: str, worlds) -> list[str]:
+    """Under a page's table of worlds, per measured world: the two intervals the
+    verdict compares, whether they separate, and the questions at which they
+    would be expected to (``claims.power_reading``; the plan is the registry's
+    ``power:``)."""
+    spec = registry.get("power", {}).get("claims", {}).get(claim_id)
+    if spec is None:
+        return []
+    notebook = registry["claims"][claim_id]["notebook"]
+    level = registry["power"]["level"]
+    out = []
+    for w in worlds:
+        values = claims.world_values(row.get("values") or {}, w)
+        sizes = worldruns.run_sizes(REPO_ROOT / notebook, w, spec["size"])
+        p = claims.power_reading(claim_id, values, sizes, registry)
+        if p is None:
+            continue
+        ran = ", ".join(f"{k} {v}" for k, v in p["sizes"].items())
+        if not all(math.isfinite(x) for x in (*p["a"], *p["b"])):
+            verdict = "an interval is not finite here: no size can be computed"
+        elif p["separated"]:
+            verdict = "they do not overlap: this comparison is decided"
+        elif p["needed"] is None:
+            verdict = "they overlap and their estimates coincide: no size decides"
+        else:
+            verdict = (f"they overlap; about {p['needed']} samples (this run: "
+                       f"{ran}) would be expected to separate them ({level:.0%} "
+                       "power, if the gap seen here is the true one)")
+        out.append(f'<p class="claim-power" data-world="{w}"><small>'
+                   f"{html.escape(w)}: the verdict's rule compares "
+                   f"{html.escape(_interval(p['a']))} with "
+                   f"{html.escape(_interval(p['b']))}; {html.escape(verdict)}."
+                   "</small></p>")
+    return out
 
 
 def _sizes_notes(notebook: str, worlds) -> list[str]:

@@ -19,7 +19,8 @@ import pandas as pd
 import torch
 
 from ..decoding.decode import generate
-from ..measures import regime, stats
+from ..measures import judge as judges
+from ..measures import quality, regime, stats
 from ..measures.order import row_generators
 from ..ssld import accelerators, codebooks, drafting, inputs, win_condition
 from ..worlds import PROSE, World
@@ -210,6 +211,49 @@ def e2e_values(e2e: pd.DataFrame, best: str, acc_nfe: torch.Tensor,
     return values
 
 
+# --- quality beside forwards (2026-12-06) ---------------------------------------------
+
+QUALITY_KINDS = ("answer accuracy", "judge top-1 agreement")
+
+
+def quality_scorer(world: World, tokenizer, n: int, seed: int, judge: str,
+                   device="cpu"):
+    """(kind, score): how C3 weighs a decode's quality in ``world``. Where texts
+    have answers (math): ``score(generated) -> (correct 0/1, ones)``, the answer
+    accuracy; elsewhere (prose) the independent judge's token-weighted top-1
+    agreement, ``score(generated) -> (agreement, tokens)`` per text (C5's
+    quality, the same judge)."""
+    answers = world.answers(n, seed=seed)
+    if answers is not None:
+        def correct(gen):
+            right = np.asarray(world.answer_correct(tokenizer, gen, answers), float)
+            return right, np.ones_like(right)
+        return QUALITY_KINDS[0], correct
+    jm = judges.load_judge(judge, device=device)
+
+    def agreement(gen):
+        table = jm.score(quality.texts_of(tokenizer, gen))
+        return (table["top1_agreement"].to_numpy(float),
+                table["n_tokens"].to_numpy(float))
+    return QUALITY_KINDS[1], agreement
+
+
+def quality_values(kind: str, score, acc_gen: torch.Tensor, ssld_gen: torch.Tensor,
+                   n_bootstrap: int, seed: int) -> dict:
+    """The accelerator's and the best draft's SSLD's quality on the same prompts,
+    and SSLD's drop below the accelerator with its paired bootstrap interval."""
+    qa, wa = score(acc_gen)
+    qs, ws = score(ssld_gen)
+    drop, lo, hi = quality.agreement_drop(qa, wa, qs, ws, n_bootstrap, seed)
+
+    def level(q, w):
+        q, w = np.nan_to_num(q), np.nan_to_num(w)
+        return float((q * w).sum() / w.sum()) if w.sum() > 0 else float("nan")
+    return {"c3_quality_kind": kind, "c3_quality_acc": level(qa, wa),
+            "c3_quality_ssld": level(qs, ws), "c3_quality_drop": drop,
+            "c3_quality_drop_lo": lo, "c3_quality_drop_hi": hi}
+
+
 # --- three bars on alpha, and the notes ----------------------------------------------
 
 
@@ -265,7 +309,7 @@ def measure(
     models: Models, prompt: torch.Tensor, *, gen_length: int, block_length: int,
     threshold: float, temperature: float, K: int, levels: int, n_train: int,
     n_repeats: int, n_timed: int, n_bootstrap: int, seed: int, n_codebooks: int,
-    tau_paper: float | None = None, world: World = PROSE,
+    tau_paper: float | None = None, world: World = PROSE, judge: str = judges.SMOLLM2,
 ) -> WinCondition:
     """C3's measurement on ``prompt`` (B, P), one sample per row (SPEC.md 3.1, 5).
 
@@ -273,7 +317,8 @@ def measure(
     (``row_generators(seed, B)``). ``tau_paper``, the paper's accelerator figure
     (the page reads it from the registry), adds the paper's own bar as context.
     ``values`` are in the order the page records them. ``world`` gives the roles
-    (anchors) and the SID head's training text.
+    (anchors) and the SID head's training text. ``judge`` scores the quality
+    of the end-to-end decodes where the world's texts have no answers (prose).
     """
     B = prompt.shape[0]
     if n_timed > B:
@@ -340,6 +385,9 @@ def measure(
     e2e = pd.DataFrame(rows).set_index("SSLD draft")
     v |= e2e_values(e2e, best, acc_nfe, oracle.nfe.double(), anchors, gamma, c)
     v["c3_head_acc"] = head
+    kind, score = quality_scorer(world, tok, B, seed, judge, prompt.device)
+    v |= quality_values(kind, score, acc.generated, ssld_runs[best].generated,
+                        n_bootstrap, seed)
     # wall-clock on the first n_timed samples (the runs above were the untimed warm-up)
     p_t, a_t = prompt[:n_timed], anchors[:n_timed]
 

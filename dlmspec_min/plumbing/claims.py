@@ -221,6 +221,43 @@ def secondary_verdict(claim_id: str, values: dict[str, Any],
     return _first_that_holds(claim["secondary"], values)
 
 
+def reading(claim_id: str, block: str, values: dict[str, Any],
+            registry: dict | None = None) -> str:
+    """The first rule of a claim's reading block (e.g. C3's ``e2e_quality``) that
+    holds, else the block's ``otherwise``: a stated reading beside the verdict,
+    named in its own words rather than by a verdict kind."""
+    registry = registry or load_registry()
+    spec = registry["claims"][claim_id].get(block)
+    if not isinstance(spec, dict) or "rule" not in spec or "otherwise" not in spec:
+        raise ValueError(f"{claim_id} has no reading block {block!r} with a rule "
+                         "and an otherwise")
+    return _first_that_holds(spec, values)
+
+
+def power_reading(claim_id: str, values: dict[str, Any], sizes: list[int],
+                  registry: dict | None = None) -> dict | None:
+    """A claim's deciding comparison in one world (the registry's ``power:``
+    entry): its two sides as (value, low, high) from ``values``, whether their
+    intervals separate, and the questions at which they would be expected to
+    (``measures.power.size_to_separate`` at the registry's level, ``sizes``
+    the run's values of the entry's ``size`` parameters); None for a claim
+    without an entry or values without its names."""
+    from ..measures import power
+
+    registry = registry or load_registry()
+    spec = registry.get("power", {}).get("claims", {}).get(claim_id)
+    if spec is None:
+        return None
+    try:
+        a, b = (tuple(float(evaluate(str(e), values)) for e in side)
+                for side in spec["sides"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    need = power.size_to_separate(a, b, *sizes[:2], power=registry["power"]["level"])
+    return {"a": a, "b": b, "separated": power.separated(a, b), "needed": need,
+            "sizes": dict(zip(spec["size"], sizes, strict=False))}
+
+
 def check_values(keys: dict, values: dict[str, Any]) -> list[str]:
     """Problems with recorded values: missing, non-finite or out of range."""
     problems = []

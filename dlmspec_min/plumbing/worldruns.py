@@ -116,6 +116,19 @@ def sizes_note(path: str | Path, world: str) -> str:
             f"-p world {world} -f {rel}")
 
 
+def run_sizes(path: str | Path, world: str, names) -> list:
+    """The values of ``names`` (parameters of the notebook at ``path``) in the
+    book's run of ``world``: the world's profile over the notebook's defaults."""
+    import ast
+
+    from . import run
+
+    declared = run.declared_parameters(Path(path))
+    values = run.gather(declared, pairs=[("world", world)], notebook=Path(path))
+    return [values[n] if n in values else ast.literal_eval(declared[n]["default"])
+            for n in names]
+
+
 def claim_models(claim_ids, world: str) -> list:
     """The models the notebooks of ``claim_ids`` name when run in ``world`` (each
     with its world profile), and the world's own target and draft."""
