@@ -279,6 +279,7 @@ def test_the_power_reading_of_a_world_and_its_note_on_the_claim_page():
     notes = claims_dashboard._power_notes(row, reg, "C3", ["prose", "math"])
     assert len(notes) == 2
     assert "this comparison is decided" in notes[0] and 'data-world="prose"' in notes[0]
+    assert "compares alpha_SID 0.900 [0.880, 0.920] with alpha* " in notes[0]
     math_note = notes[1]
     assert f"about {claims.power_reading('C3', close, [38], reg)['needed']} samples" \
         in math_note and "(this run: n_samples 38)" in math_note

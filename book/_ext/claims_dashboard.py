@@ -145,8 +145,10 @@ def _interval(side) -> str:
 
 def _power_notes(row, registry: dict, claim_id: str, worlds) -> list[str]:
     """Under a page's table of worlds, per measured world: the two intervals the
-    verdict compares, whether they separate, and the questions at which they
-    would be expected to (``claims.power_reading``; the plan is the registry's
+    verdict's rule compares (one of its conditions: C3's end-to-end ratio,
+    C5's repetition, C6's AUC and C7's determinedness are others), whether
+    they separate, and the samples at which they would be expected to, from
+    this run's gap (``claims.power_reading``; the plan is the registry's
     ``power:``)."""
     spec = registry.get("power", {}).get("claims", {}).get(claim_id)
     if spec is None:
@@ -171,9 +173,10 @@ def _power_notes(row, registry: dict, claim_id: str, worlds) -> list[str]:
             verdict = (f"they overlap; about {p['needed']} samples (this run: "
                        f"{ran}) would be expected to separate them ({level:.0%} "
                        "power, if the gap seen here is the true one)")
+        la, lb = p["labels"]
         out.append(f'<p class="claim-power" data-world="{w}"><small>'
-                   f"{html.escape(w)}: the verdict's rule compares "
-                   f"{html.escape(_interval(p['a']))} with "
+                   f"{html.escape(w)}: the rule compares {html.escape(la)} "
+                   f"{html.escape(_interval(p['a']))} with {html.escape(lb)} "
                    f"{html.escape(_interval(p['b']))}; {html.escape(verdict)}."
                    "</small></p>")
     return out

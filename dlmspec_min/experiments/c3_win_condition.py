@@ -382,10 +382,15 @@ def measure(
             n_bootstrap, seed))
     rows.append({"SSLD draft": ORACLE} | oracle_row(oracle, acc, acc_nfe, c, L,
                                                      n_bootstrap, seed))
+    kind, score = quality_scorer(world, tok, B, seed, judge, prompt.device)
+    for row in rows:  # each draft's decodes scored as the headline's are
+        res_q = ssld_runs[row["SSLD draft"]].generated if row["SSLD draft"] in \
+            ssld_runs else oracle.generated
+        row[f"quality ({kind})"] = quality_values(
+            kind, score, acc.generated, res_q, n_bootstrap, seed)["c3_quality_ssld"]
     e2e = pd.DataFrame(rows).set_index("SSLD draft")
     v |= e2e_values(e2e, best, acc_nfe, oracle.nfe.double(), anchors, gamma, c)
     v["c3_head_acc"] = head
-    kind, score = quality_scorer(world, tok, B, seed, judge, prompt.device)
     v |= quality_values(kind, score, acc.generated, ssld_runs[best].generated,
                         n_bootstrap, seed)
     # wall-clock on the first n_timed samples (the runs above were the untimed warm-up)

@@ -255,6 +255,7 @@ def power_reading(claim_id: str, values: dict[str, Any], sizes: list[int],
         return None
     need = power.size_to_separate(a, b, *sizes[:2], power=registry["power"]["level"])
     return {"a": a, "b": b, "separated": power.separated(a, b), "needed": need,
+            "labels": spec.get("labels", ["one side", "the other"]),
             "sizes": dict(zip(spec["size"], sizes, strict=False))}
 
 
