@@ -265,7 +265,7 @@ def test_answer_accuracy_is_the_quality_where_texts_have_answers():
     assert kind == "answer accuracy"
     acc = torch.tensor([[1, 0], [2, 0], [3, 0]])  # all right
     ssld = torch.tensor([[1, 0], [0, 0], [0, 0]])  # one right
-    v = c3.quality_values(kind, score, acc, ssld, n_bootstrap=200, seed=0)
+    v = c3.quality_values(kind, score(acc), score(ssld), n_bootstrap=200, seed=0)
     assert v["c3_quality_acc"] == 1 and v["c3_quality_ssld"] == pytest.approx(1 / 3)
     assert v["c3_quality_drop"] == pytest.approx(2 / 3)
 

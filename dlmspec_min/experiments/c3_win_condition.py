@@ -238,19 +238,21 @@ def quality_scorer(world: World, tokenizer, n: int, seed: int, judge: str,
     return QUALITY_KINDS[1], agreement
 
 
-def quality_values(kind: str, score, acc_gen: torch.Tensor, ssld_gen: torch.Tensor,
-                   n_bootstrap: int, seed: int) -> dict:
-    """The accelerator's and the best draft's SSLD's quality on the same prompts,
-    and SSLD's drop below the accelerator with its paired bootstrap interval."""
-    qa, wa = score(acc_gen)
-    qs, ws = score(ssld_gen)
-    drop, lo, hi = quality.agreement_drop(qa, wa, qs, ws, n_bootstrap, seed)
+def quality_level(scored) -> float:
+    """The weighted mean of a ``score`` result, (quality, weight) per text."""
+    q, w = (np.nan_to_num(x) for x in scored)
+    return float((q * w).sum() / w.sum()) if w.sum() > 0 else float("nan")
 
-    def level(q, w):
-        q, w = np.nan_to_num(q), np.nan_to_num(w)
-        return float((q * w).sum() / w.sum()) if w.sum() > 0 else float("nan")
-    return {"c3_quality_kind": kind, "c3_quality_acc": level(qa, wa),
-            "c3_quality_ssld": level(qs, ws), "c3_quality_drop": drop,
+
+def quality_values(kind: str, acc_scored, ssld_scored, n_bootstrap: int,
+                   seed: int) -> dict:
+    """The accelerator's and the best draft's SSLD's quality on the same prompts
+    (each ``score``'s result on its decodes), and SSLD's drop below the
+    accelerator with its paired bootstrap interval."""
+    drop, lo, hi = quality.agreement_drop(*acc_scored, *ssld_scored, n_bootstrap,
+                                          seed)
+    return {"c3_quality_kind": kind, "c3_quality_acc": quality_level(acc_scored),
+            "c3_quality_ssld": quality_level(ssld_scored), "c3_quality_drop": drop,
             "c3_quality_drop_lo": lo, "c3_quality_drop_hi": hi}
 
 
@@ -383,16 +385,15 @@ def measure(
     rows.append({"SSLD draft": ORACLE} | oracle_row(oracle, acc, acc_nfe, c, L,
                                                      n_bootstrap, seed))
     kind, score = quality_scorer(world, tok, B, seed, judge, prompt.device)
+    scored = {name: score(run.generated) for name, run in ssld_runs.items()}
     for row in rows:  # each draft's decodes scored as the headline's are
-        res_q = ssld_runs[row["SSLD draft"]].generated if row["SSLD draft"] in \
-            ssld_runs else oracle.generated
-        row[f"quality ({kind})"] = quality_values(
-            kind, score, acc.generated, res_q, n_bootstrap, seed)["c3_quality_ssld"]
+        name = row["SSLD draft"]
+        row[f"quality ({kind})"] = quality_level(
+            scored[name] if name in scored else score(oracle.generated))
     e2e = pd.DataFrame(rows).set_index("SSLD draft")
     v |= e2e_values(e2e, best, acc_nfe, oracle.nfe.double(), anchors, gamma, c)
     v["c3_head_acc"] = head
-    v |= quality_values(kind, score, acc.generated, ssld_runs[best].generated,
-                        n_bootstrap, seed)
+    v |= quality_values(kind, score(acc.generated), scored[best], n_bootstrap, seed)
     # wall-clock on the first n_timed samples (the runs above were the untimed warm-up)
     p_t, a_t = prompt[:n_timed], anchors[:n_timed]
 
