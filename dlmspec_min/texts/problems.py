@@ -340,6 +340,13 @@ FREE = Dials(**{**NARROW.__dict__, "openers": 3, "free_order": True})
 # operands in either order. Its ladder's draft and target are in
 # data/models/math_order/.
 ORDER = Dials(**{**NARROW.__dict__, "free_order": True})
+# The regime page's chained setting (issue 46, item 2; book/claims.yml, checks:
+# regime, written before it was trained): free's grammar and freedom, every
+# solution 3 or 4 arithmetic steps, each result used by the next, in rows of
+# 48 + 64 tokens (a question of at most 47 tokens, a solution of at most 63)
+# decoded in two blocks of 32. Its draft and target are in data/models/math_chains/.
+CHAINS = Dials(**{**FREE.__dict__, "min_steps": 3, "max_steps": 4,
+                  "max_question_tokens": 47, "max_solution_tokens": 63})
 
 
 def has_unseen(dials: Dials) -> bool:

@@ -107,8 +107,12 @@ DIALS = P.NARROW
 # committed tokenizer in ``math/tokenizer``.
 # ``order`` (problems.ORDER: content freedom alone), in ``math_order/``: a setting
 # of the regime page, its small and base only.
+# ``chains`` (problems.CHAINS: 3-4 chained steps, rows of 48 + 64), in
+# ``math_chains/``: a setting of the regime page (issue 46), its small and base.
 WORLDS = {"narrow": (P.NARROW, "math"), "free": (P.FREE, "math_free"),
-          "order": (P.ORDER, "math_order")}
+          "order": (P.ORDER, "math_order"), "chains": (P.CHAINS, "math_chains")}
+# a ladder's row layout (prompt_length, gen_length) where it is not 32 + 32
+LAYOUTS = {"chains": (48, 64)}
 
 
 def ladder_dir(world: str = "free") -> Path:
@@ -262,6 +266,8 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
     log = log or (lambda msg: print(msg, flush=True))
     out = Path(out or ladder_dir(world) / size)  # ladder_dir checks ``world``
     dials = WORLDS[world][0] if dials is None else dials
+    if world in LAYOUTS and (prompt_length, gen_length) == (PROMPT_LENGTH, GEN_LENGTH):
+        prompt_length, gen_length = LAYOUTS[world]
     tok = tokenizer or load_tokenizer(tokenizer_dir())
     layout = dict(prompt_length=prompt_length, gen_length=gen_length)
     held = P.problems(P.HELD_OUT_SEED, max(EVAL_PROBLEMS, DECODE_PROBLEMS), "test",
@@ -374,8 +380,8 @@ def main(argv=None):
     p.add_argument("--out", type=Path)
     p.add_argument("--world", choices=sorted(WORLDS), default="free",
                    help="which ladder: free (data/models/math_free, the claims' "
-                        "math world), narrow (data/models/math) or order "
-                        "(data/models/math_order)")
+                        "math world), narrow (data/models/math), order "
+                        "(data/models/math_order) or chains (data/models/math_chains)")
     p.add_argument("--steps", type=int, help="total steps (default: STEPS[size])")
     p.add_argument("--stop-after", type=float, metavar="SECONDS",
                    help="end at the first checkpoint after SECONDS (resume later)")
