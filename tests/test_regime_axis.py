@@ -41,14 +41,33 @@ def tiny(tok, seed):
 
 def test_the_registry_s_settings_are_the_pilot_s_worlds_with_their_own_models():
     settings = spec()["settings"]
-    assert len(settings) >= 3  # issue 42: at least three, narrow among them
+    assert len(settings) >= 6  # issue 46: at least three more
     worlds = {n: ra.setting_world(n, s) for n, s in settings.items()}
+    for name in ("narrow", "order", "free"):  # fine IDs on the same world and models
+        fine = settings[f"{name}_fine"]
+        assert ra.instrument(name, settings[name]) == "kmeans"
+        assert ra.instrument(name, fine) == "fine"
+        assert worlds[f"{name}_fine"].dials == worlds[name].dials
+        assert (fine["draft"], fine["target"]) == (settings[name]["draft"],
+                                                   settings[name]["target"])
+    chains = worlds["chains"]
+    assert chains.dials == P.CHAINS and chains.prompt_length == 48
+    assert chains.decode["gen_length"] == 64 and chains.row_length == 112
+    tok = MATH.tokenizer()
+    assert chains.prompts(tok, 2).shape == (2, 48)
+    assert all(3 <= p.steps <= 4 for p in chains.problems(20))
+    with pytest.raises(ValueError, match="ids must be one of"):
+        ra.instrument("x", dict(ids="words"))
+    with pytest.raises(ValueError, match="one of freedom or grammar"):
+        ra.setting_world("x", dict(freedom="zero", grammar="chains", draft="a",
+                                   target="b"))
     assert worlds["narrow"].dials == P.NARROW and worlds["free"].dials == MATH.dials
     assert worlds["order"].dials == P.ORDER and worlds["free"].dials == P.FREE
     for name, s in settings.items():
         assert worlds[name].target == s["target"] and worlds[name].draft == s["draft"]
         assert s["target"] != s["draft"]
-    assert len({s["target"] for s in settings.values()}) == len(settings)
+    pairs = {(s["target"], s.get("ids", "kmeans")) for s in settings.values()}
+    assert len(pairs) == len(settings)
     with pytest.raises(ValueError, match="not a candidate of the freedom pilot"):
         ra.setting_world("x", dict(freedom="wide", draft="a", target="b"))
 
@@ -97,18 +116,23 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     pair = Models(tiny(tok, 1), tiny(tok, 0), tok)
 
     def load(target, draft, **kw):
-        if "math_order" in target:
+        if any(f"{w}/" in target for w in ("math_order", "math_chains", "math_gone")):
             raise ModelNotAvailableError(f"embedded model {target!r} is not in x; "
                                          "train it")
         return pair
 
     monkeypatch.setattr(ra, "load_models", load)
     said = []
-    m = measure(**SMALL, progress=said.append)
+    settings = dict(spec()["settings"])  # narrow_fine as if missing: a shorter test
+    settings["narrow_fine"] = {**settings["narrow_fine"],
+                               "target": "dlmspec/math_gone/base"}
+    m = ra.measure(settings, verdict, **SMALL, progress=said.append)
     v = m.values
-    settings = spec()["settings"]
     assert v["r_settings_total"] == len(settings) == len(said)
-    assert v["r_settings_measured"] == len(settings) - 1
+    missing = [n for n, s in settings.items()
+               if any(w in s["target"] for w in ("math_order", "math_chains",
+                                                  "math_gone"))]
+    assert v["r_settings_measured"] == len(settings) - len(missing)
     assert "order: not measured" in said[1]
     assert math.isnan(v["r_order_tau_acc"])
     assert v["r_order_c3_verdict"] == "not measured"
@@ -128,20 +152,35 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
         assert v[f"r_{name}_c3_verdict"] in verdicts
         assert v[f"r_{name}_c4_verdict"] in verdicts
         assert v[f"r_{name}_traj_exact"] == 1.0  # greedy: the base policy's tokens
-    reach = sum(v[f"r_{n}_margin"] <= 0 for n in ("narrow", "free"))
-    assert v["r_summary"].endswith(f"in {reach} of 2 measured settings")
+    measured = [n for n in settings if n not in missing]
+    reach = sum(v[f"r_{n}_margin"] <= 0 for n in measured)
+    assert v["r_summary"].endswith(f"in {reach} of {len(measured)} measured settings")
     rule = spec()["rules"]["trajectory_speculation_exact"]
     assert evaluate(rule, v)
     assert not evaluate(rule, {**v, "r_traj_exact_min": 0.5})
     page = (ROOT / "notebooks" / "11_regime.md").read_text()
     glued = set(re.findall(r"\{glue:text\}`(r_[a-z0-9_]+)", page))
-    glued -= {"r_paper_traj_gain", "r_runtime_s"}  # the page records these
+    glued -= {"r_paper_traj_gain", "r_runtime_s", "r_paper_tau", "r_paper_alpha",
+              "r_competent_copy", "r_competent_answers", "r_stop_note"}
+    glued = {g for g in glued if not g.startswith("r_cross_")}  # the page records these
     assert glued and glued <= set(v), glued - set(v)
     fig = ra.draw(m, paper_gain=1.5)
     assert len(fig.axes) == len(ra.AXES) * len(ra.FIGURES)
     assert all(len(ax.collections) + len(ax.lines) >= 1 for ax in fig.axes)
-    assert v["r_missing_note"] == ("nan: order not measured; the table's status row "
-                                   "says why")
+    assert v["r_missing_note"] == (f"nan: {' and '.join(missing)} not measured; the "
+                                   "table's status row says why")
+    fine = v["r_free_fine_alpha"]
+    assert 0 <= v["r_free_fine_alpha_lo"] <= fine <= v["r_free_fine_alpha_hi"] <= 1
+    assert v["r_free_fine_c4_verdict"] == "not measured: fine IDs are tokens"
+    assert math.isnan(v["r_free_fine_c4_ratio"])
+    assert v["r_free_fine_id_bits"] >= v["r_free_id_bits"] >= 0  # finer IDs: no less
+    assert v["r_free_competent"] == "yes" and v["r_free_answer_acc"] > 0.3
+    assert v["r_narrow_fine_competent"] == "not trained"
+    cross = ra.crossing(v, spec()["crossing_pairs"], n_draws=200)
+    assert set(cross.index) == {"narrow", "order", "free"}
+    assert math.isnan(cross.loc["order", "crossing"])  # order was not measured
+    fig = ra.draw_crossing(m, 3.25, 0.0035)
+    assert len(fig.axes) == 2
     shown = ra.shown_table(table)  # a column per setting, intervals in their cells
     assert list(shown.columns) == list(settings)
     assert not {"low", "high", "tau_acc low", "alpha_SID high"} & set(shown.index)
@@ -170,3 +209,50 @@ def test_nothing_measured_draws_nothing_and_bad_sizes_are_refused(monkeypatch):
         measure(n_samples=0)
     with pytest.raises(ValueError, match="no settings"):
         ra.measure({}, verdict)
+
+
+def test_the_crossing_is_where_the_margin_line_reaches_zero_with_its_interval():
+    def setting(bits, alpha, half, star):
+        tau = 1 / (1 - star)
+        return dict(id_bits=bits, alpha=alpha, alpha_lo=alpha - half,
+                    alpha_hi=alpha + half, alpha_star=star, tau_acc_lo=tau * 0.98,
+                    tau_acc_hi=tau * 1.02, tau_acc=tau)
+
+    figs = {"c": setting(2.0, 0.9, 0.02, 0.8), "f": setting(4.0, 0.7, 0.02, 0.8),
+            "c2": setting(2.0, 0.9, 0.02, 0.8), "f2": setting(4.0, 0.85, 0.02, 0.8)}
+    v = {f"r_{n}_{k}": x for n, f in figs.items() for k, x in f.items()}
+    cross = ra.crossing(v, {"w": ("c", "f"), "none": ("c2", "f2")}, n_draws=4000)
+    # margins -0.1 at 2 bits and +0.1 at 4: the line crosses 0 at 3 bits
+    assert cross.loc["w", "crossing"] == pytest.approx(3.0)
+    assert cross.loc["w", "low"] < 3.0 < cross.loc["w", "high"]
+    assert cross.loc["w", "share"] > 0.99
+    assert math.isnan(cross.loc["none", "crossing"])  # both margins negative
+    assert cross.loc["none", "share"] < 0.05
+
+
+def test_the_stop_note_names_settings_decided_below_the_bar_and_incompetent_ones():
+    def fig(alpha_hi, tau_lo, competent="yes"):
+        return dict(tau_acc=5.0, alpha_hi=alpha_hi, tau_acc_lo=tau_lo,
+                    competent=competent)
+
+    figs = {"a": fig(0.70, 5.0), "b": fig(0.85, 5.0), "c": fig(0.5, 5.0, "no: x"),
+            "d": dict(fig(0.1, 5.0), tau_acc=math.nan)}
+    v = {f"r_{n}_{k}": x for n, f in figs.items() for k, x in f.items()}
+    note = ra.stop_note(v, figs)
+    assert note.startswith("met by a,") and "not competent: c" in note
+    assert ra.stop_note(v, ["b"]).startswith("not met")
+
+
+def test_competence_reads_the_target_s_training_log_and_the_bars():
+    got = ra.competence("dlmspec/math_free/base", {"copy_acc": 0.9, "answer_acc": 0.3})
+    assert got["competent"] == "yes" and got["copy_acc"] >= 0.9
+    low = ra.competence("dlmspec/math_free/base", {"answer_acc": 0.99})
+    assert low["competent"].startswith("no: answer_acc 0.8")
+    none = ra.competence("dlmspec/math_nowhere/base", {})
+    assert none["competent"] == "not trained" and math.isnan(none["answer_acc"])
+
+
+def test_id_information_is_the_entropy_and_the_majority_share():
+    bits, major = ra.id_information([torch.tensor([1, 1, 2, 3]),
+                                     torch.tensor([5, 5, 5, 5])])
+    assert bits == pytest.approx((1.5 + 0.0) / 2) and major == pytest.approx(0.75)

@@ -40,10 +40,12 @@ EMBEDDED_SIZES = ("small", "base", "large")  # the prose world's ladder
 # the math ladders (generated grade-school problems, SPEC.md section 6): the
 # narrow world's (math/, the claims' until 2026-12-06), the free world's (issue
 # 42: problems.FREE, the claims' math world since) and the regime page's
-# content-freedom setting's (problems.ORDER): train_math.WORLDS
+# content-freedom setting's (problems.ORDER) and its chained setting's
+# (problems.CHAINS, issue 46): train_math.WORLDS
 EMBEDDED_MATH_SIZES = ("math/small", "math/base", "math/large",
                        "math_free/small", "math_free/base", "math_free/large",
-                       "math_order/small", "math_order/base", "math_order/large")
+                       "math_order/small", "math_order/base", "math_order/large",
+                       "math_chains/small", "math_chains/base", "math_chains/large")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
 
 LLADA_MASK_ID, LLADA_EOS_ID, LLADA_EOT_ID = 126336, 126081, 126348

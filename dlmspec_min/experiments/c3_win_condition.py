@@ -312,6 +312,7 @@ def measure(
     threshold: float, temperature: float, K: int, levels: int, n_train: int,
     n_repeats: int, n_timed: int, n_bootstrap: int, seed: int, n_codebooks: int,
     tau_paper: float | None = None, world: World = PROSE, judge: str = judges.SMOLLM2,
+    anchor_unit: str = "word",
 ) -> WinCondition:
     """C3's measurement on ``prompt`` (B, P), one sample per row (SPEC.md 3.1, 5).
 
@@ -321,7 +322,13 @@ def measure(
     ``values`` are in the order the page records them. ``world`` gives the roles
     (anchors) and the SID head's training text. ``judge`` scores the quality
     of the end-to-end decodes where the world's texts have no answers (prose).
+    ``anchor_unit``: the anchors alpha, the head and SSLD work on
+    (``inputs.anchor_mask``): ``"word"``, the book's (a content word's first
+    piece), or ``"piece"``, every content piece (the regime page's fine IDs).
     """
+    if anchor_unit not in inputs.ANCHOR_UNITS:
+        raise ValueError(f"anchor_unit must be one of {inputs.ANCHOR_UNITS}, got "
+                         f"{anchor_unit!r}")
     B = prompt.shape[0]
     if n_timed > B:
         raise ValueError(f"n_timed = {n_timed} must not exceed n_samples = {B}")
@@ -353,9 +360,11 @@ def measure(
     tokens = ref.generated
     anchors = inputs.anchor_mask(tok, ref.tokens, lexicon)[:, P:]  # (B, G): words
     anchors_piece = inputs.anchor_mask(tok, ref.tokens, lexicon, unit="piece")[:, P:]
+    if anchor_unit == "piece":
+        anchors = anchors_piece
     books = codebooks.codebooks(target, draft_den, tok, world, prompt, tokens,
                                 anchors, K, book_seeds, levels=levels, n_train=n_train,
-                                n_boot=n_bootstrap, boot_seed=seed)
+                                n_boot=n_bootstrap, boot_seed=seed, unit=anchor_unit)
     first = books[book_seeds[0]]  # the codebook SSLD runs with end to end
     sid, drafters = first.sid, first.drafters
     table, alpha_values = acceptance(books, target, tokens, anchors, anchors_piece, L,
@@ -440,4 +449,6 @@ def measure(
                    "acc_nfe": acc_nfe, "ssld_nfe": ssld_runs[best].nfe,
                    "wall_acc": t_acc, "wall_ssld": t_ssld}
     out.n_clusters = sid.n_clusters
+    # the IDs the target wrote at the anchors, per codebook (what an ID tells)
+    out.arrays["anchor_ids"] = [b.sid(tokens)[anchors].cpu() for b in books.values()]
     return out

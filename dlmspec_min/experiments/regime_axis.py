@@ -33,6 +33,7 @@ figures NaN; nothing is dropped.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Callable
 from typing import Any
@@ -40,10 +41,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..decoding import files
 from ..decoding.denoisers import ModelNotAvailableError
 from ..measures import stats
-from ..training import math_pilot
-from ..worlds.gsm import MATH, MathWorld
+from ..training import math_pilot, train_math
+from ..worlds.gsm import MATH, MathWorld, ladder_world
 from . import c3_win_condition as c3m
 from . import c4_cluster_verification as c4m
 from .common import Measurement, load_models
@@ -67,7 +69,18 @@ COLUMNS = {
     "traj_gain_hi": "trajectory gain high",
     "traj_exact": "trajectory = base policy (share)",
     "c3_verdict": "C3 verdict", "c4_verdict": "C4 verdict",
+    "id_bits": "bits per anchor ID", "majority_chance": "majority-ID chance",
+    "copy_acc": "target: copy", "answer_acc": "target: answers",
+    "arith_acc": "target: arithmetic", "ended_share": "target: ended",
+    "competent": "target competent",
 }
+# The semantic IDs a setting's verdicts use (book/claims.yml, checks: regime):
+# ``kmeans``, C2's (K k-means clusters, the page's K; one anchor per content
+# word at its first piece); ``fine`` (2026-12-06), every non-special token its
+# own ID and every content piece an anchor, so a number is accepted only by its
+# whole value, digit by digit.
+INSTRUMENTS = {"kmeans": "word", "fine": "piece"}  # ids -> anchor unit
+COMPETENCE = ("copy_acc", "answer_acc", "arith_acc", "ended_share")
 FIGURES = {  # what the page plots against each x: y, its interval, its title
     "tau_acc": ("tau_acc_lo", "tau_acc_hi", "tau_acc (tokens per forward)"),
     "alpha": ("alpha_lo", "alpha_hi", "alpha_SID (black dash: alpha*)"),
@@ -80,17 +93,74 @@ AXES = {"threshold_tpf": "threshold rule, slots per forward",
 
 
 def setting_world(name: str, setting: dict) -> MathWorld:
-    """A setting -> its math world: narrow's dials with the freedom pilot's
-    candidate ``setting["freedom"]`` applied, its draft and target."""
-    pilot = math_pilot.spec("freedom_pilot")["candidates"]
-    if setting["freedom"] not in pilot:
-        raise ValueError(f"setting {name!r}: freedom {setting['freedom']!r} is not a "
-                         f"candidate of the freedom pilot ({sorted(pilot)})")
-    dials = math_pilot.dials_of(pilot[setting["freedom"]])
+    """A setting -> its math world, its draft and target: narrow's dials with
+    the freedom pilot's candidate ``setting["freedom"]`` applied, or a ladder's
+    own grammar and row layout (``setting["grammar"]``, a key of
+    ``train_math.WORLDS``)."""
+    if ("freedom" in setting) == ("grammar" in setting):
+        raise ValueError(f"setting {name!r} must name one of freedom or grammar")
+    if "grammar" in setting:
+        if setting["grammar"] not in train_math.WORLDS:
+            raise ValueError(f"setting {name!r}: grammar {setting['grammar']!r} is "
+                             f"not a ladder of train_math.WORLDS "
+                             f"({sorted(train_math.WORLDS)})")
+        base = ladder_world(setting["grammar"])
+    else:
+        pilot = math_pilot.spec("freedom_pilot")["candidates"]
+        if setting["freedom"] not in pilot:
+            raise ValueError(f"setting {name!r}: freedom {setting['freedom']!r} is not "
+                             f"a candidate of the freedom pilot ({sorted(pilot)})")
+        base = dataclasses.replace(
+            MATH, dials=math_pilot.dials_of(pilot[setting["freedom"]]))
     return dataclasses.replace(
-        MATH, name=f"math ({name})", dials=dials,
+        base, name=f"math ({name})",
         ladder=(setting["draft"], setting["target"]), draft=setting["draft"],
         target=setting["target"], strong=setting["target"])
+
+
+def instrument(name: str, setting: dict) -> str:
+    """The semantic IDs of a setting's verdicts (``INSTRUMENTS``; default kmeans)."""
+    ids = setting.get("ids", "kmeans")
+    if ids not in INSTRUMENTS:
+        raise ValueError(f"setting {name!r}: ids must be one of {sorted(INSTRUMENTS)}, "
+                         f"got {ids!r}")
+    return ids
+
+
+def fine_K(models) -> int:
+    """K of the fine IDs: the target's vocabulary less its special tokens (and
+    the mask), so that k-means gives every token its own cluster."""
+    V = models.target.model.get_input_embeddings().weight.shape[0]
+    special = {int(models.target.mask_id)} | {
+        int(i) for i in models.tokenizer.all_special_ids if int(i) < V}
+    return V - len(special)
+
+
+def id_information(anchor_ids: list) -> tuple[float, float]:
+    """(bits, majority chance) of the IDs the target wrote at the anchors: the
+    entropy of their frequencies and the share of the most frequent one, each
+    the mean over codebooks."""
+    bits, major = [], []
+    for ids in anchor_ids:
+        _, counts = np.unique(np.asarray(ids), return_counts=True)
+        p = counts / counts.sum()
+        bits.append(float(-(p * np.log2(p)).sum()))
+        major.append(float(p.max()))
+    return float(np.mean(bits)), float(np.mean(major))
+
+
+def competence(target: str, bars: dict[str, float]) -> dict[str, Any]:
+    """The target's last evaluation in its ``training.json`` (copy, answers,
+    arithmetic, ended on held-out questions) and whether it clears ``bars``
+    (figure -> least value); NaN and "not trained" where it has none."""
+    path = files.models_dir() / target.removeprefix("dlmspec/") / "training.json"
+    if not path.exists():
+        return {**{k: math.nan for k in COMPETENCE}, "competent": "not trained"}
+    final = json.loads(path.read_text())["final"]
+    out = {k: float(final[k]) for k in COMPETENCE}
+    short = [f"{k} {out[k]:.2f} < {b}" for k, b in bars.items() if not out[k] >= b]
+    out["competent"] = "yes" if not short else "no: " + ", ".join(short)
+    return out
 
 
 def freedom_bits(world: MathWorld, n: int, seed: int = 0) -> tuple[float, float]:
@@ -122,20 +192,35 @@ def traj_exact(c3: Measurement) -> float:
 def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
                     n_codebooks: int, n_train: int, n_permutations: int,
                     n_bootstrap: int, seed: int, device: str = "cpu",
-                    verdict: Callable[[str, dict], str]) -> dict[str, Any]:
-    """One setting's figures (``COLUMNS``' keys), measured by C3's and C4's own
-    code at the world's decode."""
+                    verdict: Callable[[str, dict], str],
+                    ids: str = "kmeans") -> dict[str, Any]:
+    """One setting's figures (``COLUMNS``' keys but competence), measured by C3's
+    and C4's own code at the world's decode, with the semantic IDs ``ids``
+    (``INSTRUMENTS``). C4 compares cluster with token verification, which
+    fine IDs (every token its own cluster) make one and the same: it is not
+    measured there."""
+    if ids not in INSTRUMENTS:
+        raise ValueError(f"ids must be one of {sorted(INSTRUMENTS)}, got {ids!r}")
     d = world.decode
     decode = dict(gen_length=d["gen_length"], block_length=d["block_length"],
                   threshold=d["threshold"], temperature=0.0)
     prompt = world.prompts(models.tokenizer, n_samples, seed=seed, device=device)
-    c3 = c3m.measure(models, prompt, **decode, K=K, levels=1, n_train=n_train,
+    k_ids = fine_K(models) if ids == "fine" else K
+    c3 = c3m.measure(models, prompt, **decode, K=k_ids, levels=1, n_train=n_train,
                      n_repeats=1, n_timed=1, n_bootstrap=n_bootstrap, seed=seed,
-                     n_codebooks=n_codebooks, world=world)
-    c4 = c4m.measure(models, n_samples=n_samples, **decode, K=K, K_sweep=(),
-                     n_permutations=n_permutations, n_bootstrap=n_bootstrap,
-                     seed=seed, device=device, world=world)
-    v3, v4 = c3.values, {**c4.values, **c4.rule_values}
+                     n_codebooks=n_codebooks, world=world,
+                     anchor_unit=INSTRUMENTS[ids])
+    v3 = c3.values
+    if ids == "fine":
+        v4 = {"c4_ratio": math.nan, "c4_ratio_lo": math.nan, "c4_ratio_hi": math.nan}
+        c4_verdict = "not measured: fine IDs are tokens"
+    else:
+        c4 = c4m.measure(models, n_samples=n_samples, **decode, K=K, K_sweep=(),
+                         n_permutations=n_permutations, n_bootstrap=n_bootstrap,
+                         seed=seed, device=device, world=world)
+        v4 = {**c4.values, **c4.rule_values}
+        c4_verdict = verdict("C4", v4)
+    id_bits, majority = id_information(c3.arrays["anchor_ids"])
     acc = c3.tables["accelerators"]
     glue_bits, content_bits = freedom_bits(world, n_samples, seed)
     gain = traj_gain(c3, n_bootstrap, seed)
@@ -155,7 +240,8 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
         "traj_gain": gain[0], "traj_gain_lo": gain[1], "traj_gain_hi": gain[2],
         "traj_exact": traj_exact(c3),
         "c3_verdict": verdict("C3", v3),
-        "c4_verdict": verdict("C4", v4),
+        "c4_verdict": c4_verdict,
+        "id_bits": id_bits, "majority_chance": majority,
     }
 
 
@@ -172,10 +258,12 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
             n_samples: int = 24, K: int = 32, n_codebooks: int = 5,
             n_train: int = 2048, n_permutations: int = 2000, n_bootstrap: int = 2000,
             seed: int = 0, device: str = "cpu", dtype: str | None = "float32",
-            progress=print) -> Measurement:
+            competent: dict[str, float] | None = None, progress=print) -> Measurement:
     """Every setting of ``settings`` (the registry's ``checks: regime:
     settings``), in order. ``verdict(claim_id, values)``: a claim's verdict by
-    its rule (``plumbing.claims.verdict``; the page passes it).
+    its rule (``plumbing.claims.verdict``; the page passes it). ``competent``:
+    the least copy and answer accuracy of a competent target (the registry's
+    ``checks: regime: competent``).
 
     Values: ``r_<setting>_<key>`` for every key of ``COLUMNS``, and
     ``r_settings_measured`` / ``r_settings_total``. Tables: ``settings`` (one
@@ -191,6 +279,7 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
     rows = []
     for i, (name, setting) in enumerate(settings.items(), 1):
         world = setting_world(name, setting)
+        ids = instrument(name, setting)
         models, why = _missing(setting, device, dtype)
         if models is None:
             progress(f"[{i}/{len(settings)}] {name}: not measured ({why})")
@@ -201,16 +290,20 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
                            c4_verdict="not measured")
             status = f"not measured: {why}"
         else:
-            progress(f"[{i}/{len(settings)}] {name}: C3 and C4 on {setting['target']} "
-                     f"with {setting['draft']} ({n_samples} questions)")
+            progress(f"[{i}/{len(settings)}] {name}: C3{' and C4' * (ids != 'fine')} "
+                     f"on {setting['target']} with {setting['draft']}, {ids} IDs "
+                     f"({n_samples} questions)")
             figures = measure_setting(models, world, n_samples=n_samples, K=K,
                                       n_codebooks=n_codebooks, n_train=n_train,
                                       n_permutations=n_permutations,
                                       n_bootstrap=n_bootstrap, seed=seed,
-                                      device=device, verdict=verdict)
+                                      device=device, verdict=verdict, ids=ids)
             status = "measured"
+        figures.update(competence(setting["target"], competent or {}))
         v.update({f"r_{name}_{k}": x for k, x in figures.items()})
-        rows.append(dict(setting=name, freedom=setting["freedom"],
+        rows.append(dict(setting=name,
+                         grammar=setting.get("grammar", "narrow"),
+                         freedom=setting.get("freedom", "as free"), ids=ids,
                          target=setting["target"], draft=setting["draft"],
                          status=status, **{COLUMNS[k]: x for k, x in figures.items()}))
     v["r_settings_measured"] = sum(r["status"] == "measured" for r in rows)
@@ -255,7 +348,10 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
     out = out.drop(columns=[c for pair in SHOWN.values() for c in pair])
     for col, digits in (("glue bits", 2), ("content bits", 2), ("alpha*/alpha", 3),
                         ("alpha* - alpha_SID high", 3),
-                        ("trajectory = base policy (share)", 3)):
+                        ("trajectory = base policy (share)", 3),
+                        ("bits per anchor ID", 2), ("majority-ID chance", 3),
+                        ("target: copy", 2), ("target: answers", 2),
+                        ("target: arithmetic", 2), ("target: ended", 2)):
         out[col] = [f"{float(x):.{digits}f}" for x in out[col]]
     return out.T
 
@@ -325,5 +421,116 @@ def draw(m: Measurement, paper_gain: float | None = None):
             ax.margins(x=0.15)  # room for the settings' names
             if r == len(FIGURES) - 1:
                 ax.set_xlabel(xlabel, fontsize=9)
+    plt.close(fig)
+    return fig
+
+
+def stop_note(v: dict[str, Any], settings) -> str:
+    """The stopping rule read on the measured settings: the competent settings
+    whose alpha_SID interval lies wholly below their alpha* interval (alpha_SID
+    high < 1 - 1/tau_acc low), and the settings whose target is not competent."""
+    below, not_competent = [], []
+    for n in settings:
+        if not np.isfinite(v[f"r_{n}_tau_acc"]):
+            continue
+        if v[f"r_{n}_competent"] != "yes":
+            not_competent.append(n)
+        elif v[f"r_{n}_alpha_hi"] < 1 - 1 / v[f"r_{n}_tau_acc_lo"]:
+            below.append(n)
+    said = (f"met by {' and '.join(below)}, where alpha_SID's interval lies below "
+            "alpha*'s" if below else
+            "not met: no measured setting's alpha_SID interval lies below its alpha*")
+    if not_competent:
+        said += f"; not competent: {' and '.join(not_competent)}"
+    return said
+
+
+# --- the crossing along ID resolution (issue 46, item 3) ------------------------------
+
+
+def _at_zero(b1: float, b2: float, m1, m2):
+    """Where the line through (b1, m1) and (b2, m2) reaches 0; NaN where m1 and m2
+    have one sign (no crossing between b1 and b2)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = b1 + (0 - m1) * (b2 - b1) / (m2 - m1)
+    return np.where(np.sign(m1) != np.sign(m2), x, np.nan)
+
+
+def crossing(v: dict[str, Any], pairs: dict[str, tuple[str, str]], n_draws: int = 2000,
+             seed: int = 0) -> pd.DataFrame:
+    """Where, in bits per anchor ID, alpha_SID falls below alpha*, per world.
+
+    ``pairs``: world -> (its setting with coarse IDs, with fine IDs). The
+    margin ``alpha* - alpha_SID`` is taken as linear in the bits between the
+    two points; the crossing is where the line reaches 0 (NaN where the
+    margin has one sign at both ends: no crossing between them). Its 95 %
+    interval: the same line through draws of each alpha_SID and alpha* from
+    normals with their interval half-widths / 1.96, the draws' 2.5 and 97.5
+    percentiles over the draws that cross (``share crossing``)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for world, (coarse, fine) in pairs.items():
+        pts = []
+        for s in (coarse, fine):
+            a, lo, hi = (v[f"r_{s}_{k}"] for k in ("alpha", "alpha_lo", "alpha_hi"))
+            star = v[f"r_{s}_alpha_star"]
+            s_lo, s_hi = (1 - 1 / v[f"r_{s}_tau_acc_{e}"] for e in ("lo", "hi"))
+            pts.append((v[f"r_{s}_id_bits"], a, (hi - lo) / 3.92, star,
+                        (s_hi - s_lo) / 3.92))
+        if not all(np.isfinite(p).all() for p in map(np.array, pts)):
+            rows.append(dict(world=world, crossing=math.nan, low=math.nan,
+                             high=math.nan, share=math.nan))
+            continue
+        (b1, a1, sa1, t1, st1), (b2, a2, sa2, t2, st2) = pts
+
+        est = float(_at_zero(b1, b2, np.array(t1 - a1), np.array(t2 - a2)))
+        m1 = rng.normal(t1, st1, n_draws) - rng.normal(a1, sa1, n_draws)
+        m2 = rng.normal(t2, st2, n_draws) - rng.normal(a2, sa2, n_draws)
+        xs = _at_zero(b1, b2, m1, m2)
+        xs = xs[np.isfinite(xs)]
+        lo, hi = (np.percentile(xs, [2.5, 97.5]) if len(xs) else (math.nan,) * 2)
+        rows.append(dict(world=world, crossing=est, low=float(lo), high=float(hi),
+                         share=len(xs) / n_draws))
+    return pd.DataFrame(rows).set_index("world")
+
+
+def draw_crossing(m: Measurement, paper_tau: float, paper_alpha: float):
+    """alpha_SID (dots) and alpha* (dashes) with 95 % intervals against the bits
+    an anchor's ID carries (left) and against tau_acc (right, with the paper's
+    point); a line joins a world's coarse and fine IDs. None when nothing is
+    measured."""
+    import matplotlib.pyplot as plt
+
+    long = m.arrays["long"]
+    long = long[np.isfinite(long["tau_acc"].astype(float))]
+    if not len(long):
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6), constrained_layout=True)
+    for ax, x, xlabel in ((axes[0], "id_bits", "bits per anchor ID (entropy)"),
+                          (axes[1], "tau_acc", "tau_acc (tokens per forward)")):
+        xs = long[x].astype(float)
+        a, lo, hi = (long[k].astype(float) for k in ("alpha", "alpha_lo", "alpha_hi"))
+        star = long["alpha_star"].astype(float)
+        s_lo, s_hi = (1 - 1 / long[k].astype(float)
+                      for k in ("tau_acc_lo", "tau_acc_hi"))
+        ax.errorbar(xs, a, yerr=np.clip(np.vstack([a - lo, hi - a]), 0, None),
+                    fmt="o", capsize=3, label="alpha_SID")
+        ax.errorbar(xs, star, yerr=np.clip(np.vstack([star - s_lo, s_hi - star]), 0,
+                                           None),
+                    fmt="_", color="k", markersize=12, capsize=3, label="alpha*")
+        for xi, yi, name in zip(xs, a, long.setting, strict=True):
+            ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(4, -10),
+                        fontsize=7)
+        ax.set_xlabel(xlabel, fontsize=9)
+        ax.margins(x=0.15)
+    axes[0].set_ylabel("acceptance", fontsize=9)
+    axes[1].plot([paper_tau], [paper_alpha], "r*", markersize=10,
+                 label=f"paper: tau {paper_tau:g}, alpha {paper_alpha:g}")
+    ts = np.linspace(1.05, max(float(long["tau_acc"].astype(float).max()), paper_tau)
+                     * 1.1, 100)
+    axes[1].plot(ts, 1 - 1 / ts, color="grey", lw=0.8, ls=":",
+                 label="alpha* = 1 - 1/tau")
+    axes[1].legend(fontsize=7, loc="lower right")
+    axes[0].legend(fontsize=7, loc="lower left")
     plt.close(fig)
     return fig

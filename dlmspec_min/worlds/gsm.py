@@ -77,6 +77,9 @@ class MathWorld(World):
     held-out and training alike; every math world shares the tokenizer."""
 
     dials: P.Dials = field(default=train_math.DIALS)
+    # the row layout its models were trained on: prompt_length tokens of
+    # question, then ``decode["gen_length"]`` of solution
+    prompt_length: int = train_math.PROMPT_LENGTH
 
     def tokenizer(self):
         from ..training.tokenizer import load_tokenizer
@@ -99,7 +102,14 @@ class MathWorld(World):
 
     def _held_out(self, tokenizer, n: int, seed: int) -> torch.Tensor:
         """The ``seed``-th n held-out problems, encoded."""
-        return train_math.encode(tokenizer, self._held_out_problems(n, seed))
+        return train_math.encode(tokenizer, self._held_out_problems(n, seed),
+                                 **self.layout)
+
+    @property
+    def layout(self) -> dict:
+        """``prompt_length`` and ``gen_length`` of the world's rows."""
+        return dict(prompt_length=self.prompt_length,
+                    gen_length=self.decode["gen_length"])
 
     def answers(self, n, seed=0):
         """The answers (the ``####`` numbers) of the questions ``prompts`` gives."""
@@ -114,10 +124,9 @@ class MathWorld(World):
                          for g, a in zip(generated.tolist(), answers, strict=True)])
 
     def prompts(self, tokenizer, n: int, seed: int = 0, device="cpu") -> torch.Tensor:
-        """(n, PROMPT_LENGTH) held-out questions; ``seed`` picks which n (seed 0:
+        """(n, prompt_length) held-out questions; ``seed`` picks which n (seed 0:
         the first n, seed s: the s-th following n of the held-out stream)."""
-        return self._held_out(tokenizer, n, seed)[:, : train_math.PROMPT_LENGTH].to(
-            device)
+        return self._held_out(tokenizer, n, seed)[:, : self.prompt_length].to(device)
 
     def prompt_pair(self, tokenizer, n, prompt_length, seed=0, device="cpu"):
         """Refused: C6 compares decodes without context and with a text prefix
@@ -132,21 +141,21 @@ class MathWorld(World):
 
     @property
     def row_length(self) -> int:
-        return train_math.SEQ_LEN
+        return self.prompt_length + self.decode["gen_length"]
 
     def training_rows(self, tokenizer, n, seed, prompt=None, seq_len=None):
         """n fresh training problems (seed string ``HEAD_SEED``, no training step's
         or held-out seed), encoded as the models were trained: question (the
         prompt, ``PROMPT_LENGTH`` tokens) then solution and ``[EOS]`` padding.
         ``prompt`` must have that layout; ``seq_len`` cannot differ from it."""
-        if prompt is not None and prompt.shape[1] != train_math.PROMPT_LENGTH:
-            raise ValueError(f"math prompts are {train_math.PROMPT_LENGTH} tokens long "
+        if prompt is not None and prompt.shape[1] != self.prompt_length:
+            raise ValueError(f"math prompts are {self.prompt_length} tokens long "
                              f"(the layout the models were trained on), got "
                              f"{prompt.shape[1]}")
-        if seq_len not in (None, train_math.SEQ_LEN):
-            raise ValueError(f"math rows are {train_math.SEQ_LEN} tokens long")
+        if seq_len not in (None, self.row_length):
+            raise ValueError(f"math rows are {self.row_length} tokens long")
         batch = P.problems(HEAD_SEED.format(seed=seed), n, "train", self.dials)
-        return train_math.encode(tokenizer, batch)
+        return train_math.encode(tokenizer, batch, **self.layout)
 
     def held_out_rows(self, n, seed=0):
         """The world's tokenizer and ``n`` held-out problems, question then solution
@@ -196,9 +205,13 @@ def ladder_world(ladder: str) -> MathWorld:
     names = tuple(f"dlmspec/{folder}/{s}" for s in ("small", "base", "large"))
     if names == MATH.ladder:
         return MATH
+    prompt_length, gen_length = train_math.LAYOUTS.get(
+        ladder, (train_math.PROMPT_LENGTH, train_math.GEN_LENGTH))
     return replace(MATH, name=f"math_{ladder}",
                    title=f"grade-school math, {ladder} solutions", dials=dials,
-                   ladder=names, draft=names[0], target=names[1], strong=names[2])
+                   ladder=names, draft=names[0], target=names[1], strong=names[2],
+                   prompt_length=prompt_length,
+                   decode={**MATH.decode, "gen_length": gen_length})
 
 
 # the narrow world (problems.NARROW, data/models/math/): the claims' math world
