@@ -256,3 +256,19 @@ def test_id_information_is_the_entropy_and_the_majority_share():
     bits, major = ra.id_information([torch.tensor([1, 1, 2, 3]),
                                      torch.tensor([5, 5, 5, 5])])
     assert bits == pytest.approx((1.5 + 0.0) / 2) and major == pytest.approx(0.75)
+
+
+def test_the_landing_page_s_crossing_sentence_reads_the_regime_page_s_values():
+    v = {"r_free_fine_alpha": 0.68, "r_free_fine_alpha_lo": 0.62,
+         "r_free_fine_alpha_hi": 0.74, "r_free_fine_alpha_star": 0.81,
+         "r_free_fine_tau_acc_lo": 4.3, "r_cross_free": 3.16, "r_cross_free_lo": 2.67,
+         "r_cross_free_hi": 3.72, "r_free_id_bits": 2.59}
+    said = ra.crossing_sentence(v)
+    assert "0.680 [0.620, 0.740], below the bar alpha* 0.810" in said
+    assert "3.16 [2.67, 3.72] bits per anchor ID" in said and "carry 2.59" in said
+    within = ra.crossing_sentence({**v, "r_free_fine_alpha_hi": 0.79,
+                                   "r_cross_free": math.nan})
+    assert "within reach of the bar" in within and "no crossing lies" in within
+    assert "did not run" in ra.crossing_sentence(None)
+    assert "could not measure" in ra.crossing_sentence(
+        {**v, "r_free_fine_alpha": math.nan})

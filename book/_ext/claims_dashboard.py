@@ -10,7 +10,9 @@
 - ``{claim-worlds} C2``: on a claim's page, that claim in every world (regime,
   key figure, verdict), a world not measured with the reason;
 - ``{check-worlds} trajectory``: a check's figures, rules and targets in every
-  world (the trajectory page's).
+  world (the trajectory page's);
+- ``{regime-crossing}``: the landing page's sentence on where semantic drafting
+  falls below the bar, from the regime page's glued values.
 
 Another world's values come from the page's world run
 (``dlmspec_min.plumbing.worldruns``), read under the world's suffix.
@@ -392,6 +394,14 @@ def _provenance_rows(executed: Path):
     return rows
 
 
+def _crossing(executed: Path) -> str:
+    from dlmspec_min.experiments.regime_axis import crossing_sentence
+
+    page = executed / "notebooks" / "11_regime.ipynb"
+    glued = claims.read_glued(page) if page.exists() else None
+    return f"<p>{html.escape(crossing_sentence(glued))}</p>"
+
+
 def resolve(app, doctree, docname):
     placeholders = list(doctree.findall(dashboard_placeholder))
     if not placeholders:
@@ -410,6 +420,8 @@ def resolve(app, doctree, docname):
             text = _claim_worlds(rows, registry, node["claim"])
         elif kind == "check-worlds":
             text = _check_worlds(registry, node["claim"], executed, current)
+        elif kind == "regime-crossing":
+            text = _crossing(executed)
         else:
             text = _provenance(_provenance_rows(executed), current,
                                provenance.commit(), docname)
@@ -427,6 +439,7 @@ def setup(app):
     app.add_directive("provenance-table", _directive("provenance"))
     app.add_directive("claim-worlds", _directive("claim-worlds"))
     app.add_directive("check-worlds", _directive("check-worlds"))
+    app.add_directive("regime-crossing", _directive("regime-crossing"))
     app.connect("doctree-resolved", resolve)
     app.connect("env-get-outdated", always_outdated)
     return {"version": "0.1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -534,3 +534,29 @@ def draw_crossing(m: Measurement, paper_tau: float, paper_alpha: float):
     axes[0].legend(fontsize=7, loc="lower left")
     plt.close(fig)
     return fig
+
+
+def crossing_sentence(v: dict[str, Any] | None, world: str = "free") -> str:
+    """The landing page's sentence on the crossing, from the regime page's glued
+    values ``v`` (None: the page did not run in this build)."""
+    if not v or f"r_cross_{world}" not in v:
+        return "The regime page did not run in this build, so no crossing is given."
+    f = f"r_{world}_fine"
+    a, lo, hi = (float(v[f"{f}_{k}"]) for k in ("alpha", "alpha_lo", "alpha_hi"))
+    star, star_lo = float(v[f"{f}_alpha_star"]), 1 - 1 / float(v[f"{f}_tau_acc_lo"])
+    x, x_lo, x_hi = (float(v[f"r_cross_{world}{e}"]) for e in ("", "_lo", "_hi"))
+    if not np.isfinite(a):
+        return (f"The regime page could not measure the {world} world with fine "
+                "IDs in this build, so no crossing is given.")
+    where = ("below" if hi < star_lo else "within reach of" if a < star
+             else "above")
+    said = (f"With semantic IDs fine enough to name a number's whole value, the "
+            f"draft's acceptance in the {world} math world is {a:.3f} "
+            f"[{lo:.3f}, {hi:.3f}], {where} the bar alpha* {star:.3f}")
+    if np.isfinite(x):
+        said += (f"; the crossing lies at {x:.2f} [{x_lo:.2f}, {x_hi:.2f}] bits per "
+                 f"anchor ID, where C2's k-means IDs carry "
+                 f"{float(v[f'r_{world}_id_bits']):.2f}")
+    else:
+        said += "; no crossing lies between the coarse and the fine IDs"
+    return said + " (measured on the regime page)."
