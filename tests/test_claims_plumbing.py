@@ -287,3 +287,21 @@ def test_the_power_reading_of_a_world_and_its_note_on_the_claim_page():
     row = {"id": "C3", "verdict": "inconclusive", "values": nan}
     (note,) = claims_dashboard._power_notes(row, reg, "C3", ["prose"])
     assert "not finite" in note
+
+
+def test_the_landing_page_s_crossing_reads_the_regime_glue(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(claims.REPO_ROOT / "book" / "_ext"))
+    import claims_dashboard
+
+    reg = claims.load_registry()
+    assert "did not run" in claims_dashboard._crossing(tmp_path, reg)
+    page = claims.executed_path(reg["checks"]["regime"]["notebook"], tmp_path)
+    page.parent.mkdir(parents=True)
+    values = {"r_free_fine_alpha": 0.68, "r_free_fine_alpha_lo": 0.62,
+              "r_free_fine_alpha_hi": 0.74, "r_free_fine_alpha_star": 0.81,
+              "r_free_fine_tau_acc_lo": 4.3, "r_cross_free": 3.16,
+              "r_cross_free_lo": 2.67, "r_cross_free_hi": 3.72, "r_free_id_bits": 2.59}
+    page.with_suffix(".glue.json").write_text(json.dumps(  # as myst-nb writes it
+        {k: {"data": {"text/plain": repr(x)}} for k, x in values.items()}))
+    html = claims_dashboard._crossing(tmp_path, reg)
+    assert html.startswith("<p>") and "0.680 [0.620, 0.740], below the bar" in html

@@ -152,9 +152,13 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
         assert v[f"r_{name}_c3_verdict"] in verdicts
         assert v[f"r_{name}_c4_verdict"] in verdicts
         assert v[f"r_{name}_traj_exact"] == 1.0  # greedy: the base policy's tokens
-    measured = [n for n in settings if n not in missing]
-    reach = sum(v[f"r_{n}_margin"] <= 0 for n in measured)
-    assert v["r_summary"].endswith(f"in {reach} of {len(measured)} measured settings")
+    for key, ids in (("r_summary", "kmeans"), ("r_summary_fine", "fine")):
+        measured = [n for n in settings if n not in missing
+                    and ra.instrument(n, settings[n]) == ids]
+        reach = sum(v[f"r_{n}_margin"] <= 0 for n in measured)
+        tail = f"in {reach} of {len(measured)} measured setting" + "s" * (
+            len(measured) > 1)
+        assert v[key].endswith(tail), (key, v[key])
     rule = spec()["rules"]["trajectory_speculation_exact"]
     assert evaluate(rule, v)
     assert not evaluate(rule, {**v, "r_traj_exact_min": 0.5})
@@ -216,18 +220,33 @@ def test_the_crossing_is_where_the_margin_line_reaches_zero_with_its_interval():
         tau = 1 / (1 - star)
         return dict(id_bits=bits, alpha=alpha, alpha_lo=alpha - half,
                     alpha_hi=alpha + half, alpha_star=star, tau_acc_lo=tau * 0.98,
-                    tau_acc_hi=tau * 1.02, tau_acc=tau)
+                    tau_acc_hi=tau * 1.02, tau_acc=tau, competent="yes")
 
     figs = {"c": setting(2.0, 0.9, 0.02, 0.8), "f": setting(4.0, 0.7, 0.02, 0.8),
-            "c2": setting(2.0, 0.9, 0.02, 0.8), "f2": setting(4.0, 0.85, 0.02, 0.8)}
+            "c2": setting(2.0, 0.9, 0.02, 0.8), "f2": setting(4.0, 0.85, 0.02, 0.8),
+            "up": setting(4.0, 0.95, 0.02, 0.8), "down": setting(2.0, 0.7, 0.02, 0.8),
+            "weak": {**setting(4.0, 0.7, 0.02, 0.8), "competent": "no: answer_acc"},
+            "loose": setting(4.0, 0.79, 0.05, 0.8)}
     v = {f"r_{n}_{k}": x for n, f in figs.items() for k, x in f.items()}
-    cross = ra.crossing(v, {"w": ("c", "f"), "none": ("c2", "f2")}, n_draws=4000)
+    cross = ra.crossing(v, {"w": ("c", "f"), "none": ("c2", "f2"),
+                            "better": ("down", "up"), "weak": ("c", "weak"),
+                            "loose": ("c", "loose")}, n_draws=4000)
     # margins -0.1 at 2 bits and +0.1 at 4: the line crosses 0 at 3 bits
     assert cross.loc["w", "crossing"] == pytest.approx(3.0)
     assert cross.loc["w", "low"] < 3.0 < cross.loc["w", "high"]
     assert cross.loc["w", "share"] > 0.99
     assert math.isnan(cross.loc["none", "crossing"])  # both margins negative
     assert cross.loc["none", "share"] < 0.05
+    assert cross.loc["none", "high"] == math.inf  # it lies past the fine IDs
+    # a draft that gains from finer IDs is no crossing (below the bar at first)
+    assert math.isnan(cross.loc["better", "crossing"])
+    assert cross.loc["better", "low"] == -math.inf
+    assert math.isnan(cross.loc["weak", "crossing"])  # an incompetent target
+    # margin -0.1 -> +0.01 with a wide fine interval: many draws never cross,
+    # so the interval's upper end is open
+    loose = cross.loc["loose"]
+    assert 3.5 < loose["crossing"] < 4.0 and loose["high"] == math.inf
+    assert 0.3 < loose["share"] < 0.97
 
 
 def test_the_stop_note_names_settings_decided_below_the_bar_and_incompetent_ones():
@@ -256,6 +275,7 @@ def test_id_information_is_the_entropy_and_the_majority_share():
     bits, major = ra.id_information([torch.tensor([1, 1, 2, 3]),
                                      torch.tensor([5, 5, 5, 5])])
     assert bits == pytest.approx((1.5 + 0.0) / 2) and major == pytest.approx(0.75)
+    assert all(map(math.isnan, ra.id_information([torch.tensor([], dtype=torch.long)])))
 
 
 def test_the_landing_page_s_crossing_sentence_reads_the_regime_page_s_values():
@@ -272,3 +292,14 @@ def test_the_landing_page_s_crossing_sentence_reads_the_regime_page_s_values():
     assert "did not run" in ra.crossing_sentence(None)
     assert "could not measure" in ra.crossing_sentence(
         {**v, "r_free_fine_alpha": math.nan})
+
+
+def test_c3_refuses_an_unknown_anchor_unit_before_any_work():
+    from dlmspec_min.experiments import c3_win_condition as c3m
+
+    kw = dict(gen_length=4, block_length=4, threshold=0.9, temperature=0.0, K=2,
+              levels=1, n_train=1, n_repeats=1, n_timed=1, n_bootstrap=1, seed=0,
+              n_codebooks=1)
+    with pytest.raises(ValueError, match="anchor_unit must be one of"):
+        c3m.measure(None, torch.zeros(1, 2, dtype=torch.long), **kw,
+                    anchor_unit="line")

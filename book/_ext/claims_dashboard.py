@@ -394,11 +394,12 @@ def _provenance_rows(executed: Path):
     return rows
 
 
-def _crossing(executed: Path) -> str:
+def _crossing(executed: Path, registry: dict) -> str:
     from dlmspec_min.experiments.regime_axis import crossing_sentence
 
-    page = executed / "notebooks" / "11_regime.ipynb"
-    glued = claims.read_glued(page) if page.exists() else None
+    page = claims.executed_path(registry["checks"]["regime"]["notebook"], executed)
+    found = page.exists() or page.with_suffix(".glue.json").exists()
+    glued = claims.read_glued(page) if found else None
     return f"<p>{html.escape(crossing_sentence(glued))}</p>"
 
 
@@ -421,7 +422,7 @@ def resolve(app, doctree, docname):
         elif kind == "check-worlds":
             text = _check_worlds(registry, node["claim"], executed, current)
         elif kind == "regime-crossing":
-            text = _crossing(executed)
+            text = _crossing(executed, registry)
         else:
             text = _provenance(_provenance_rows(executed), current,
                                provenance.commit(), docname)

@@ -43,7 +43,7 @@ import pandas as pd
 
 from ..decoding import files
 from ..decoding.denoisers import ModelNotAvailableError
-from ..measures import stats
+from ..measures import power, stats
 from ..training import math_pilot, train_math
 from ..worlds.gsm import MATH, MathWorld, ladder_world
 from . import c3_win_condition as c3m
@@ -70,6 +70,7 @@ COLUMNS = {
     "traj_exact": "trajectory = base policy (share)",
     "c3_verdict": "C3 verdict", "c4_verdict": "C4 verdict",
     "id_bits": "bits per anchor ID", "majority_chance": "majority-ID chance",
+    "n_ids": "IDs (K)", "decide_n": "questions to decide C3",
     "copy_acc": "target: copy", "answer_acc": "target: answers",
     "arith_acc": "target: arithmetic", "ended_share": "target: ended",
     "competent": "target competent",
@@ -143,6 +144,8 @@ def id_information(anchor_ids: list) -> tuple[float, float]:
     bits, major = [], []
     for ids in anchor_ids:
         _, counts = np.unique(np.asarray(ids), return_counts=True)
+        if not counts.sum():  # no anchor: an ID tells nothing measurable
+            return math.nan, math.nan
         p = counts / counts.sum()
         bits.append(float(-(p * np.log2(p)).sum()))
         major.append(float(p.max()))
@@ -157,7 +160,7 @@ def competence(target: str, bars: dict[str, float]) -> dict[str, Any]:
     if not path.exists():
         return {**{k: math.nan for k in COMPETENCE}, "competent": "not trained"}
     final = json.loads(path.read_text())["final"]
-    out = {k: float(final[k]) for k in COMPETENCE}
+    out = {k: float(final.get(k, math.nan)) for k in COMPETENCE}
     short = [f"{k} {out[k]:.2f} < {b}" for k, b in bars.items() if not out[k] >= b]
     out["competent"] = "yes" if not short else "no: " + ", ".join(short)
     return out
@@ -221,6 +224,12 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
         v4 = {**c4.values, **c4.rule_values}
         c4_verdict = verdict("C4", v4)
     id_bits, majority = id_information(c3.arrays["anchor_ids"])
+    # the questions at which C3's two intervals are expected to separate
+    # (book/claims.yml: checks: regime, sizes; power.size_to_separate at 0.8)
+    star = (v3["c3_alpha_star"], 1 - 1 / v3["c3_tau_acc_lo"],
+            1 - 1 / v3["c3_tau_acc_hi"])
+    alpha = (v3["c3_alpha"], v3["c3_alpha_lo"], v3["c3_alpha_hi"])
+    decide = power.size_to_separate(alpha, star, n_samples)
     acc = c3.tables["accelerators"]
     glue_bits, content_bits = freedom_bits(world, n_samples, seed)
     gain = traj_gain(c3, n_bootstrap, seed)
@@ -241,7 +250,8 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
         "traj_exact": traj_exact(c3),
         "c3_verdict": verdict("C3", v3),
         "c4_verdict": c4_verdict,
-        "id_bits": id_bits, "majority_chance": majority,
+        "id_bits": id_bits, "majority_chance": majority, "n_ids": k_ids,
+        "decide_n": math.nan if decide is None else float(decide),
     }
 
 
@@ -316,7 +326,10 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
     v["r_missing_note"] = (
         "every setting's models are trained and measured" if not missing else
         f"nan: {' and '.join(missing)} not measured; the table's status row says why")
-    v["r_summary"] = summary(v, settings)
+    by_ids = {ids: [n for n in settings if instrument(n, settings[n]) == ids]
+              for ids in INSTRUMENTS}
+    v["r_summary"] = summary(v, by_ids["kmeans"])  # the two IDs apart
+    v["r_summary_fine"] = summary(v, by_ids["fine"])
     table = pd.DataFrame(rows).set_index("setting")
     long = pd.DataFrame([dict(setting=name, **{k: v[f"r_{name}_{k}"] for k in COLUMNS})
                          for name in settings])
@@ -350,6 +363,7 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
                         ("alpha* - alpha_SID high", 3),
                         ("trajectory = base policy (share)", 3),
                         ("bits per anchor ID", 2), ("majority-ID chance", 3),
+                        ("IDs (K)", 0), ("questions to decide C3", 0),
                         ("target: copy", 2), ("target: answers", 2),
                         ("target: arithmetic", 2), ("target: ended", 2)):
         out[col] = [f"{float(x):.{digits}f}" for x in out[col]]
@@ -449,11 +463,14 @@ def stop_note(v: dict[str, Any], settings) -> str:
 
 
 def _at_zero(b1: float, b2: float, m1, m2):
-    """Where the line through (b1, m1) and (b2, m2) reaches 0; NaN where m1 and m2
-    have one sign (no crossing between b1 and b2)."""
+    """Where the margin crosses 0 on the line through (b1, m1) and (b2, m2),
+    the draft above its bar with the coarse IDs (m1 < 0) and not with the fine
+    (m2 >= 0); +inf where it stays above at both ends (the crossing lies beyond
+    the fine IDs), -inf where it is not above even with the coarse ones."""
+    m1, m2 = np.asarray(m1, dtype=float), np.asarray(m2, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         x = b1 + (0 - m1) * (b2 - b1) / (m2 - m1)
-    return np.where(np.sign(m1) != np.sign(m2), x, np.nan)
+    return np.where(m1 >= 0, -np.inf, np.where(m2 < 0, np.inf, x))
 
 
 def crossing(v: dict[str, Any], pairs: dict[str, tuple[str, str]], n_draws: int = 2000,
@@ -462,11 +479,16 @@ def crossing(v: dict[str, Any], pairs: dict[str, tuple[str, str]], n_draws: int 
 
     ``pairs``: world -> (its setting with coarse IDs, with fine IDs). The
     margin ``alpha* - alpha_SID`` is taken as linear in the bits between the
-    two points; the crossing is where the line reaches 0 (NaN where the
-    margin has one sign at both ends: no crossing between them). Its 95 %
-    interval: the same line through draws of each alpha_SID and alpha* from
-    normals with their interval half-widths / 1.96, the draws' 2.5 and 97.5
-    percentiles over the draws that cross (``share crossing``)."""
+    two points; the crossing is where it turns from negative (the draft above
+    its bar) to non-negative (``_at_zero``: +inf where the draft stays above at
+    both, the crossing lies past the fine IDs; -inf where it is below already
+    with the coarse). Its 95 % interval: the same line through ``n_draws``
+    draws of each alpha_SID (independently, from a normal with its interval's
+    half-width / 1.96) and of the world's alpha* (one draw for both settings:
+    the same models decode the same questions, so they share tau_acc), the
+    draws' 2.5 and 97.5 percentiles, an infinite end where more than 2.5 % of
+    the draws do not cross between the two points (``share``: the draws that
+    do). NaN where a setting is not measured or its target not competent."""
     rng = np.random.default_rng(seed)
     rows = []
     for world, (coarse, fine) in pairs.items():
@@ -477,28 +499,28 @@ def crossing(v: dict[str, Any], pairs: dict[str, tuple[str, str]], n_draws: int 
             s_lo, s_hi = (1 - 1 / v[f"r_{s}_tau_acc_{e}"] for e in ("lo", "hi"))
             pts.append((v[f"r_{s}_id_bits"], a, (hi - lo) / 3.92, star,
                         (s_hi - s_lo) / 3.92))
-        if not all(np.isfinite(p).all() for p in map(np.array, pts)):
+        competent = all(v.get(f"r_{s}_competent") == "yes" for s in (coarse, fine))
+        if not competent or not all(np.isfinite(np.array(p)).all() for p in pts):
             rows.append(dict(world=world, crossing=math.nan, low=math.nan,
                              high=math.nan, share=math.nan))
             continue
         (b1, a1, sa1, t1, st1), (b2, a2, sa2, t2, st2) = pts
-
-        est = float(_at_zero(b1, b2, np.array(t1 - a1), np.array(t2 - a2)))
-        m1 = rng.normal(t1, st1, n_draws) - rng.normal(a1, sa1, n_draws)
-        m2 = rng.normal(t2, st2, n_draws) - rng.normal(a2, sa2, n_draws)
+        est = float(_at_zero(b1, b2, t1 - a1, t2 - a2))
+        z = rng.standard_normal(n_draws)  # the world's alpha*, shared
+        m1 = t1 + st1 * z - rng.normal(a1, sa1, n_draws)
+        m2 = t2 + st2 * z - rng.normal(a2, sa2, n_draws)
         xs = _at_zero(b1, b2, m1, m2)
-        xs = xs[np.isfinite(xs)]
-        lo, hi = (np.percentile(xs, [2.5, 97.5]) if len(xs) else (math.nan,) * 2)
-        rows.append(dict(world=world, crossing=est, low=float(lo), high=float(hi),
-                         share=len(xs) / n_draws))
+        lo, hi = np.percentile(xs, [2.5, 97.5], method="nearest")
+        rows.append(dict(world=world, crossing=est if np.isfinite(est) else math.nan,
+                         low=float(lo), high=float(hi),
+                         share=float(np.isfinite(xs).mean())))
     return pd.DataFrame(rows).set_index("world")
 
 
 def draw_crossing(m: Measurement, paper_tau: float, paper_alpha: float):
     """alpha_SID (dots) and alpha* (dashes) with 95 % intervals against the bits
     an anchor's ID carries (left) and against tau_acc (right, with the paper's
-    point); a line joins a world's coarse and fine IDs. None when nothing is
-    measured."""
+    point and the curve alpha* = 1 - 1/tau). None when nothing is measured."""
     import matplotlib.pyplot as plt
 
     long = m.arrays["long"]
@@ -555,7 +577,8 @@ def crossing_sentence(v: dict[str, Any] | None, world: str = "free") -> str:
             f"[{lo:.3f}, {hi:.3f}], {where} the bar alpha* {star:.3f}")
     if np.isfinite(x):
         said += (f"; the crossing lies at {x:.2f} [{x_lo:.2f}, {x_hi:.2f}] bits per "
-                 f"anchor ID, where C2's k-means IDs carry "
+                 f"anchor ID (an infinite end: more than 2.5 % of the draws do not "
+                 f"cross there), where C2's k-means IDs carry "
                  f"{float(v[f'r_{world}_id_bits']):.2f}")
     else:
         said += "; no crossing lies between the coarse and the fine IDs"
