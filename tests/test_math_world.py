@@ -238,3 +238,22 @@ def test_the_ladder_learning_rate_scales_as_one_over_width_as_claims_yml_says():
     assert T.lr_for("small") == 1e-3
     assert T.lr_for("base") == pytest.approx(5e-4)
     assert T.lr_for("large") == pytest.approx(4e-4)
+
+
+def test_a_ladder_trains_on_its_own_layout_unless_told_otherwise(tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "EVAL_PROBLEMS", 4)
+    monkeypatch.setattr(T, "DECODE_PROBLEMS", 2)
+    monkeypatch.setitem(T.SIZES, "small", dict(hidden_size=16, num_hidden_layers=1,
+                                               num_attention_heads=2,
+                                               intermediate_size=32))
+    hp = dict(batch_size=2, eval_every=2, decode_every=2, checkpoint_every=2,
+              warmup=1, bf16=False)
+    quiet = lambda msg: None  # noqa: E731
+    chains = T.train("small", tmp_path / "c", steps=1, log=quiet, world="chains", **hp)
+    record = json.loads((chains / "training.json").read_text())
+    assert (record["prompt_length"], record["gen_length"]) == T.LAYOUTS["chains"]
+    assert record["ladder"] == "chains" and record["dials"]["min_steps"] == 3
+    free = T.train("small", tmp_path / "f", steps=1, log=quiet, world="free", **hp)
+    record = json.loads((free / "training.json").read_text())
+    assert (record["prompt_length"], record["gen_length"]) == (T.PROMPT_LENGTH,
+                                                               T.GEN_LENGTH)

@@ -284,10 +284,10 @@ def _fits_context(values):
 
 MODELS = (*TARGETS, "draft")  # parameters naming a model of the world's ladder
 WORLD_PREFIX = "dlmspec/math_free/"  # the math world's ladder (since 2026-12-06)
-# every math ladder (train_math.WORLDS: free, narrow, order); they share the math
-# world's tokenizer, so any of them may stand in a math world's run
-MATH_PREFIXES = ("dlmspec/math_free/", "dlmspec/math/", "dlmspec/math_order/",
-                 "dlmspec/math_chains/")
+# every math ladder trained on the math world's rows (train_math.WORLDS: free,
+# narrow, order; not chains, whose rows are 48 + 64, train_math.LAYOUTS); they
+# share the math world's tokenizer, so any of them may stand in a math world's run
+MATH_PREFIXES = ("dlmspec/math_free/", "dlmspec/math/", "dlmspec/math_order/")
 MATH_PROMPT_LENGTH = 32  # training.train_math.PROMPT_LENGTH (tested equal)
 
 

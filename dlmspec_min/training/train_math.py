@@ -247,13 +247,14 @@ def _step_generator(seed: int, step: int) -> torch.Generator:
 
 def train(size: str, out: Path | None = None, steps: int | None = None,
           stop_after: float | None = None, log=None, *, dials: P.Dials | None = None,
-          prompt_length: int = PROMPT_LENGTH, gen_length: int = GEN_LENGTH,
+          prompt_length: int | None = None, gen_length: int | None = None,
           tokenizer=None, world: str = "free", **overrides) -> Path | None:
     """Train (or resume) ``math/<size>``; the saved folder, or None if stopped early.
 
     ``world`` names the ladder (``WORLDS``: its dials and folder); ``dials``,
     ``prompt_length``, ``gen_length`` and ``tokenizer`` set the world it learns
-    (by default the ladder's, with the committed tokenizer); the pilot
+    (by default the ladder's: its layout, ``LAYOUTS`` or 32 + 32, and the
+    committed tokenizer); the pilot
     (``math_pilot``) trains candidate worlds through them."""
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
@@ -266,8 +267,9 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
     log = log or (lambda msg: print(msg, flush=True))
     out = Path(out or ladder_dir(world) / size)  # ladder_dir checks ``world``
     dials = WORLDS[world][0] if dials is None else dials
-    if world in LAYOUTS and (prompt_length, gen_length) == (PROMPT_LENGTH, GEN_LENGTH):
-        prompt_length, gen_length = LAYOUTS[world]
+    own_prompt, own_gen = LAYOUTS.get(world, (PROMPT_LENGTH, GEN_LENGTH))
+    prompt_length = own_prompt if prompt_length is None else prompt_length
+    gen_length = own_gen if gen_length is None else gen_length
     tok = tokenizer or load_tokenizer(tokenizer_dir())
     layout = dict(prompt_length=prompt_length, gen_length=gen_length)
     held = P.problems(P.HELD_OUT_SEED, max(EVAL_PROBLEMS, DECODE_PROBLEMS), "test",
