@@ -183,8 +183,11 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     cross = ra.crossing(v, spec()["crossing_pairs"], n_draws=200)
     assert set(cross.index) == {"narrow", "order", "free"}
     assert math.isnan(cross.loc["order", "crossing"])  # order was not measured
-    fig = ra.draw_crossing(m, 3.25, 0.0035)
+    fig = ra.draw_crossing(m, 3.25, 0.0035, spec()["crossing_pairs"], cross)
     assert len(fig.axes) == 2
+    assert len(fig.axes[0].lines) >= 2  # free's pair joined (alpha_SID, alpha*)
+    assert any(t.get_text() == "paper: tau 3.25, alpha 0.0035"
+               for t in fig.axes[1].get_legend().get_texts())
     shown = ra.shown_table(table)  # a column per setting, intervals in their cells
     assert list(shown.columns) == list(settings)
     assert not {"low", "high", "tau_acc low", "alpha_SID high"} & set(shown.index)

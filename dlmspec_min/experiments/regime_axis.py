@@ -517,10 +517,15 @@ def crossing(v: dict[str, Any], pairs: dict[str, tuple[str, str]], n_draws: int 
     return pd.DataFrame(rows).set_index("world")
 
 
-def draw_crossing(m: Measurement, paper_tau: float, paper_alpha: float):
+def draw_crossing(m: Measurement, paper_tau: float, paper_alpha: float,
+                  pairs: dict[str, tuple[str, str]] | None = None,
+                  cross: pd.DataFrame | None = None):
     """alpha_SID (dots) and alpha* (dashes) with 95 % intervals against the bits
     an anchor's ID carries (left) and against tau_acc (right, with the paper's
-    point and the curve alpha* = 1 - 1/tau). None when nothing is measured."""
+    point and the curve alpha* = 1 - 1/tau). ``pairs`` (world -> its coarse and
+    fine setting): thin lines join a world's two alpha_SID; ``cross``
+    (``crossing``'s table): a dotted vertical line at each finite crossing.
+    None when nothing is measured."""
     import matplotlib.pyplot as plt
 
     long = m.arrays["long"]
@@ -545,6 +550,22 @@ def draw_crossing(m: Measurement, paper_tau: float, paper_alpha: float):
                         fontsize=7)
         ax.set_xlabel(xlabel, fontsize=9)
         ax.margins(x=0.15)
+    at = {n: i for i, n in enumerate(long.setting)}
+    for coarse, fine in (pairs or {}).values():
+        if coarse in at and fine in at:
+            rows = long.iloc[[at[coarse], at[fine]]]
+            axes[0].plot(rows["id_bits"].astype(float), rows["alpha"].astype(float),
+                         color="C0", lw=0.7, alpha=0.6)
+            axes[0].plot(rows["id_bits"].astype(float),
+                         rows["alpha_star"].astype(float), color="k", lw=0.7,
+                         ls="--", alpha=0.5)
+    for world, row in (cross if cross is not None else pd.DataFrame()).iterrows():
+        if np.isfinite(row["crossing"]):
+            axes[0].axvline(row["crossing"], color="grey", lw=0.8, ls=":")
+            axes[0].annotate(f"{world}: {row['crossing']:.2f}",
+                             (row["crossing"], axes[0].get_ylim()[0]),
+                             textcoords="offset points", xytext=(2, 4), fontsize=7,
+                             rotation=90, color="grey")
     axes[0].set_ylabel("acceptance", fontsize=9)
     axes[1].plot([paper_tau], [paper_alpha], "r*", markersize=10,
                  label=f"paper: tau {paper_tau:g}, alpha {paper_alpha:g}")
