@@ -288,7 +288,11 @@ def test_the_landing_page_s_crossing_sentence_reads_the_regime_page_s_values():
          "r_cross_free_hi": 3.72, "r_free_id_bits": 2.59}
     said = ra.crossing_sentence(v)
     assert "0.680 [0.620, 0.740], below the bar alpha* 0.810" in said
-    assert "3.16 [2.67, 3.72] bits per anchor ID" in said and "carry 2.59" in said
+    assert "at 3.16 bits per anchor ID (95 % interval 2.67 to 3.72)" in said
+    assert "carry 2.59" in said
+    assert ra.interval_words(-math.inf, 3.8).startswith("95 % interval: at most 3.80")
+    assert ra.interval_words(2.0, math.inf).startswith("95 % interval: at least 2.00")
+    assert "open at both ends" in ra.interval_words(-math.inf, math.inf)
     within = ra.crossing_sentence({**v, "r_free_fine_alpha_hi": 0.79,
                                    "r_cross_free": math.nan})
     assert "within reach of the bar" in within and "no crossing lies" in within

@@ -579,6 +579,20 @@ def draw_crossing(m: Measurement, paper_tau: float, paper_alpha: float,
     return fig
 
 
+def interval_words(lo: float, hi: float) -> str:
+    """A crossing's 95 % interval in words; an infinite end is one the two
+    settings leave open."""
+    if np.isfinite(lo) and np.isfinite(hi):
+        return f"95 % interval {lo:.2f} to {hi:.2f}"
+    if np.isfinite(hi):
+        return (f"95 % interval: at most {hi:.2f}; the draft may already be below "
+                "its bar with the coarse IDs")
+    if np.isfinite(lo):
+        return (f"95 % interval: at least {lo:.2f}; the draft may stay above its "
+                "bar with the fine IDs")
+    return "the two settings leave its 95 % interval open at both ends"
+
+
 def crossing_sentence(v: dict[str, Any] | None, world: str = "free") -> str:
     """The landing page's sentence on the crossing, from the regime page's glued
     values ``v`` (None: the page did not run in this build)."""
@@ -597,10 +611,10 @@ def crossing_sentence(v: dict[str, Any] | None, world: str = "free") -> str:
             f"draft's acceptance in the {world} math world is {a:.3f} "
             f"[{lo:.3f}, {hi:.3f}], {where} the bar alpha* {star:.3f}")
     if np.isfinite(x):
-        said += (f"; the crossing lies at {x:.2f} [{x_lo:.2f}, {x_hi:.2f}] bits per "
-                 f"anchor ID (an infinite end: more than 2.5 % of the draws do not "
-                 f"cross there), where C2's k-means IDs carry "
-                 f"{float(v[f'r_{world}_id_bits']):.2f}")
+        bits = float(v[f"r_{world}_id_bits"])
+        said += (f"; the crossing lies at {x:.2f} bits per anchor ID "
+                 f"({interval_words(x_lo, x_hi)}), where C2's k-means IDs carry "
+                 f"{bits:.2f}")
     else:
         said += "; no crossing lies between the coarse and the fine IDs"
     return said + " (measured on the regime page)."
