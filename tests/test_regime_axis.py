@@ -200,6 +200,13 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
         low = 1 - 1 / v[f"r_{name}_tau_acc_lo"]
         assert float(star.split("[")[1].split(",")[0]) == pytest.approx(low, abs=0.06)
     assert shown.loc["tau_acc", "order"] == "nan"
+    from dlmspec_min.plumbing.claims import INCONCLUSIVE
+    assert ra.INCONCLUSIVE == INCONCLUSIVE
+    for name in ("narrow", "free", "free_fine"):  # a size only where undecided
+        undecided = v[f"r_{name}_c3_verdict"] == INCONCLUSIVE
+        assert undecided or math.isnan(v[f"r_{name}_decide_n"])
+        cell = shown.loc["questions to decide C3", name]
+        assert cell == "—" or (undecided and cell.isdigit())
 
 
 def test_nothing_measured_draws_nothing_and_bad_sizes_are_refused(monkeypatch):

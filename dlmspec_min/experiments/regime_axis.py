@@ -82,6 +82,7 @@ COLUMNS = {
 # whole value, digit by digit.
 INSTRUMENTS = {"kmeans": "word", "fine": "piece"}  # ids -> anchor unit
 COMPETENCE = ("copy_acc", "answer_acc", "arith_acc", "ended_share")
+INCONCLUSIVE = "inconclusive"  # the verdict's name (plumbing.claims, tested equal)
 FIGURES = {  # what the page plots against each x: y, its interval, its title
     "tau_acc": ("tau_acc_lo", "tau_acc_hi", "tau_acc (tokens per forward)"),
     "alpha": ("alpha_lo", "alpha_hi", "alpha_SID (black dash: alpha*)"),
@@ -229,7 +230,9 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
     star = (v3["c3_alpha_star"], 1 - 1 / v3["c3_tau_acc_lo"],
             1 - 1 / v3["c3_tau_acc_hi"])
     alpha = (v3["c3_alpha"], v3["c3_alpha_lo"], v3["c3_alpha_hi"])
-    decide = power.size_to_separate(alpha, star, n_samples)
+    c3_verdict = verdict("C3", v3)
+    decide = (power.size_to_separate(alpha, star, n_samples)
+              if c3_verdict == INCONCLUSIVE else None)  # NaN: decided already
     acc = c3.tables["accelerators"]
     glue_bits, content_bits = freedom_bits(world, n_samples, seed)
     gain = traj_gain(c3, n_bootstrap, seed)
@@ -248,7 +251,7 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
         "c4_ratio_hi": v4["c4_ratio_hi"],
         "traj_gain": gain[0], "traj_gain_lo": gain[1], "traj_gain_hi": gain[2],
         "traj_exact": traj_exact(c3),
-        "c3_verdict": verdict("C3", v3),
+        "c3_verdict": c3_verdict,
         "c4_verdict": c4_verdict,
         "id_bits": id_bits, "majority_chance": majority, "n_ids": k_ids,
         "decide_n": math.nan if decide is None else float(decide),
@@ -363,10 +366,13 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
                         ("alpha* - alpha_SID high", 3),
                         ("trajectory = base policy (share)", 3),
                         ("bits per anchor ID", 2), ("majority-ID chance", 3),
-                        ("IDs (K)", 0), ("questions to decide C3", 0),
+                        ("IDs (K)", 0),
                         ("target: copy", 2), ("target: answers", 2),
                         ("target: arithmetic", 2), ("target: ended", 2)):
         out[col] = [f"{float(x):.{digits}f}" for x in out[col]]
+    out["questions to decide C3"] = [
+        f"{float(x):.0f}" if np.isfinite(float(x)) else "—"
+        for x in out["questions to decide C3"]]
     return out.T
 
 
