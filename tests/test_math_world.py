@@ -127,15 +127,24 @@ def test_answer_of_reads_the_first_answer_line(tok):
     assert math_skills.answer_in(math_skills.words_before_eos(tok, ids)) == 7
 
 
-def test_resume_gives_the_same_weights_as_one_run(tmp_path, monkeypatch):
-    monkeypatch.setattr(T, "EVAL_PROBLEMS", 8)
-    monkeypatch.setattr(T, "DECODE_PROBLEMS", 4)
-    monkeypatch.setitem(T.SIZES, "small", dict(hidden_size=32, num_hidden_layers=1,
+def quiet(msg):
+    """A training log that says nothing."""
+
+
+def tiny_training(monkeypatch, evals: int, decodes: int, width: int):
+    """Make ``small`` a one-layer model of ``width`` that evaluates ``evals``
+    held-out problems and decodes ``decodes``: a training run of seconds."""
+    monkeypatch.setattr(T, "EVAL_PROBLEMS", evals)
+    monkeypatch.setattr(T, "DECODE_PROBLEMS", decodes)
+    monkeypatch.setitem(T.SIZES, "small", dict(hidden_size=width, num_hidden_layers=1,
                                                num_attention_heads=2,
-                                               intermediate_size=64))
+                                               intermediate_size=2 * width))
+
+
+def test_resume_gives_the_same_weights_as_one_run(tmp_path, monkeypatch):
+    tiny_training(monkeypatch, evals=8, decodes=4, width=32)
     hp = dict(batch_size=4, eval_every=2, decode_every=4, checkpoint_every=2,
               warmup=2)
-    quiet = lambda msg: None  # noqa: E731
     one = T.train("small", tmp_path / "one", steps=6, log=quiet, **hp)
     assert T.train("small", tmp_path / "two", steps=6, stop_after=0.0, log=quiet,
                    **hp) is None
@@ -241,14 +250,9 @@ def test_the_ladder_learning_rate_scales_as_one_over_width_as_claims_yml_says():
 
 
 def test_a_ladder_trains_on_its_own_layout_unless_told_otherwise(tmp_path, monkeypatch):
-    monkeypatch.setattr(T, "EVAL_PROBLEMS", 4)
-    monkeypatch.setattr(T, "DECODE_PROBLEMS", 2)
-    monkeypatch.setitem(T.SIZES, "small", dict(hidden_size=16, num_hidden_layers=1,
-                                               num_attention_heads=2,
-                                               intermediate_size=32))
+    tiny_training(monkeypatch, evals=4, decodes=2, width=16)
     hp = dict(batch_size=2, eval_every=2, decode_every=2, checkpoint_every=2,
               warmup=1, bf16=False)
-    quiet = lambda msg: None  # noqa: E731
     chains = T.train("small", tmp_path / "c", steps=1, log=quiet, world="chains", **hp)
     record = json.loads((chains / "training.json").read_text())
     assert (record["prompt_length"], record["gen_length"]) == T.LAYOUTS["chains"]
