@@ -192,8 +192,8 @@ def test_a_missing_rung_of_a_ladder_says_how_to_train_it(tmp_path, monkeypatch):
     assert {"dlmspec/math/large", "dlmspec/math_free/large"} <= set(EMBEDDED_MODELS)
     monkeypatch.setattr(denoisers, "models_dir", lambda: tmp_path)
     for name, how in [
-            ("dlmspec/math_free/large", "train_math --size large --world free"),
-            ("dlmspec/math/base", "train_math --size base --world narrow`"),
+            ("dlmspec/math_free/large", "train_math --size large --world math`"),
+            ("dlmspec/math/base", "train_math --size base --world math_narrow`"),
             ("dlmspec/small", "training.train --size small`")]:
         with pytest.raises(ModelNotAvailableError, match=re.escape(how)):
             load_denoiser(name)

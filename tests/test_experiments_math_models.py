@@ -112,17 +112,19 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
 def test_the_free_ladder_is_measured_on_its_own_world_under_its_own_names(tok):
     from dlmspec_min.texts import problems as P
     from dlmspec_min.worlds import get_world
-    from dlmspec_min.worlds.gsm import MATH_FREE, MATH_NARROW, ladder_world
+    from dlmspec_min.worlds.gsm import MATH as MATH_FREE
+    from dlmspec_min.worlds.gsm import MATH_NARROW
 
     # since 2026-12-06 the claims' math world is the free one; narrow is the page's
-    assert get_world("math") is MATH_FREE is ladder_world("free")
+    assert get_world("math") is MATH_FREE
+    assert get_world("math_narrow") is MATH_NARROW
     assert MATH_FREE.dials == P.FREE
     assert MATH_NARROW.dials == P.NARROW == page.WORLD.dials
     assert MATH_FREE.target == "dlmspec/math_free/base"
     assert MATH_NARROW.target == "dlmspec/math/base"
     assert MATH_NARROW.name == "math_narrow"
-    assert page.ladder_folder(MATH_FREE) == train_math.ladder_dir("free")
-    assert page.ladder_folder() == train_math.ladder_dir("narrow")
+    assert page.ladder_folder(MATH_FREE) == train_math.ladder_dir("math")
+    assert page.ladder_folder() == train_math.ladder_dir("math_narrow")
     # its held-out problems are written with its dials: solutions with openers
     openers = {w for w in P.OPENERS if w}
     assert any(set(p.solution_text.split()) & openers for p in MATH_FREE.problems(40))
@@ -143,7 +145,7 @@ def test_the_free_ladder_is_measured_on_its_own_world_under_its_own_names(tok):
     for rule in goals.values():  # every name is measured; NaN reads as not met
         assert evaluate(rule, v) in (True, False)
     assert not r.tables["targets"].loc["free_large_copies_90", "met"]  # no large here
-    if (train_math.ladder_dir("free") / "base" / "training.json").exists():
+    if (train_math.ladder_dir("math") / "base" / "training.json").exists():
         assert r.tables["training"].loc["base", "status"] == "trained"
     fig = page.draw_ladder(r.arrays["logs"])  # the committed rungs' own logs
     if len(r.arrays["logs"]):
@@ -298,7 +300,8 @@ def test_the_freedom_pilot_reports_projections_and_the_rules_choice(tmp_path,
     assert r["m_fp_run"] == 0 and r["m_fp_chosen"] == "none yet"
     assert math.isnan(r["m_fp_factor"]) and page.draw_pilot(r) is None
     assert (r.tables["final"].status == "not run").all()
-    base = math_pilot.last_decode(train_math.world_dir() / "base" / "train_log.jsonl")
+    narrow = train_math.ladder_dir("math_narrow")
+    base = math_pilot.last_decode(narrow / "base" / "train_log.jsonl")
     # zero at half math/base's rate: a factor of 2; rates 8, 4, 2, 1.6, 1.2
     rates = dict(zip(spec["candidates"], (base["tokens_per_nfe"] / 2, 4.0, 2.0,
                                           1.6, 1.2), strict=True))

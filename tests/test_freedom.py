@@ -160,7 +160,7 @@ def test_the_projection_factor_reads_both_logs(tmp_path, monkeypatch):
         dict(step=3500, tokens_per_nfe=7.0), dict(step=3750),
         dict(step=4000, tokens_per_nfe=8.0), dict(step=4000)]))
     factor, parts = M.projection_factor()
-    base = M.last_decode(T.world_dir() / "base" / "train_log.jsonl")
+    base = M.last_decode(T.ladder_dir("math_narrow") / "base" / "train_log.jsonl")
     assert factor == pytest.approx(base["tokens_per_nfe"] / 8.0)
     assert parts["zero_step"] == 4000 and parts["target_step"] == base["step"]
     (zero / "train_log.jsonl").write_text(json.dumps(dict(step=0)))
@@ -175,9 +175,11 @@ def test_the_free_world_is_the_freedom_pilots_choice_by_its_rule():
     factor, _ = M.projection_factor(pilot)
     chosen, _, projected = M.choose_freedom(finals, pilot["rule"], factor)
     assert M.dials_of(pilot["candidates"][chosen]) == P.FREE
-    assert T.WORLDS["free"][0] == P.FREE and T.WORLDS["narrow"][0] == T.DIALS
+    assert T.dials_of_world("math") == P.FREE
+    assert T.dials_of_world("math_narrow") == T.DIALS
     # the regime page's content-freedom setting is the pilot's "order"
-    assert M.dials_of(pilot["candidates"]["order"]) == P.ORDER == T.WORLDS["order"][0]
+    assert M.dials_of(pilot["candidates"]["order"]) == P.ORDER == T.dials_of_world(
+        "math_order")
     assert P.ORDER.free_order and P.ORDER.openers == P.NARROW.openers
     for name, f in finals.items():  # the committed figures are the run's own
         assert f["candidate"] == name and f["problems"] == pilot["final_problems"]
@@ -188,9 +190,9 @@ def test_the_free_world_is_the_freedom_pilots_choice_by_its_rule():
 
 
 def test_the_ladders_have_their_own_folders_and_unknown_worlds_are_refused():
-    assert T.ladder_dir("narrow") == T.world_dir()
-    assert T.ladder_dir("free").name == "math_free"
-    assert T.ladder_dir("order").name == "math_order"
+    assert T.ladder_dir("math_narrow") == T.tokenizer_dir().parent
+    assert T.ladder_dir("math").name == "math_free"
+    assert T.ladder_dir("math_order").name == "math_order"
     with pytest.raises(ValueError, match="world must be one of"):
         T.ladder_dir("wide")
     with pytest.raises(ValueError, match="world must be one of"):

@@ -24,20 +24,23 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dlmspec_min"
 NAME = "dlmspec_min"
 
 # Which folder may import which (a module at the package root is its own unit,
-# named by its module: ``paths``, where the project's files live, and the
+# named by its module: ``paths``, where the project's files live, ``catalogue``,
+# the worlds' facts, and the
 # package's ``__init__``).
 MAY_IMPORT: dict[str, set[str]] = {
     "decoding": set(),
     "paths": set(),
+    "catalogue": set(),  # the worlds' facts: imports nothing, read by everything above
     "texts": {"paths"},
-    "training": {"decoding", "texts", "paths"},
-    "measures": {"decoding", "texts", "training", "paths"},
-    "worlds": {"decoding", "texts", "training", "measures", "paths"},
-    "ssld": {"decoding", "texts", "training", "measures", "worlds", "paths"},
+    "training": {"decoding", "texts", "paths", "catalogue"},
+    "measures": {"decoding", "texts", "training", "paths", "catalogue"},
+    "worlds": {"decoding", "texts", "training", "measures", "paths", "catalogue"},
+    "ssld": {"decoding", "texts", "training", "measures", "worlds", "paths",
+             "catalogue"},
     "experiments": {"decoding", "texts", "training", "measures", "worlds", "ssld",
-                    "paths"},
+                    "paths", "catalogue"},
     "plumbing": {"decoding", "texts", "training", "measures", "worlds", "ssld",
-                 "experiments", "paths"},
+                 "experiments", "paths", "catalogue"},
     "__init__": {"decoding"},
 }
 FOLDERS = ("decoding", "ssld", "measures", "texts", "training", "worlds",

@@ -253,11 +253,12 @@ def test_a_ladder_trains_on_its_own_layout_unless_told_otherwise(tmp_path, monke
     tiny_training(monkeypatch, evals=4, decodes=2, width=16)
     hp = dict(batch_size=2, eval_every=2, decode_every=2, checkpoint_every=2,
               warmup=1, bf16=False)
-    chains = T.train("small", tmp_path / "c", steps=1, log=quiet, world="chains", **hp)
+    chains = T.train("small", tmp_path / "c", steps=1, log=quiet, world="math_chains",
+                     **hp)
     record = json.loads((chains / "training.json").read_text())
-    assert (record["prompt_length"], record["gen_length"]) == T.LAYOUTS["chains"]
-    assert record["ladder"] == "chains" and record["dials"]["min_steps"] == 3
-    free = T.train("small", tmp_path / "f", steps=1, log=quiet, world="free", **hp)
+    assert (record["prompt_length"], record["gen_length"]) == (48, 64)
+    assert record["world"] == "math_chains" and record["dials"]["min_steps"] == 3
+    free = T.train("small", tmp_path / "f", steps=1, log=quiet, world="math", **hp)
     record = json.loads((free / "training.json").read_text())
     assert (record["prompt_length"], record["gen_length"]) == (T.PROMPT_LENGTH,
                                                                T.GEN_LENGTH)

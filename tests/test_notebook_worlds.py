@@ -1,10 +1,11 @@
 """A claim notebook measures the world it is given (issue 26, item 1).
 
 ``world`` is a parameter of every notebook whose claim is measured in the math
-world; ``-p world math`` applies that world's profile
-(``notebooks/profiles/math/<notebook>.yaml``: its models, decode and sizes)
-beneath every other file and ``-p``; a model or a prompt source of the other
-world is one line and exit 2 before any kernel starts.
+world; ``-p world NAME`` applies that world's defaults from the catalogue (its
+models, prompts, decode and K) and its sizes for the notebook
+(``notebooks/profiles/<profile>/<notebook>.yaml``) beneath every other file and
+``-p``; a model or a prompt source of another world is one line and exit 2
+before any kernel starts.
 """
 
 from pathlib import Path
@@ -13,10 +14,11 @@ import papermill
 import pytest
 import yaml
 
+from dlmspec_min import catalogue
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing import claims, params, run
 from dlmspec_min.training import train_math
-from dlmspec_min.worlds import MATH, WORLD_NAMES
+from dlmspec_min.worlds import MATH, WORLD_NAMES, get_world
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 # every claim notebook (06 and 08 measure their prompted side alone in the math
@@ -41,13 +43,12 @@ def no_execution(monkeypatch):
     monkeypatch.setattr(papermill, "execute_notebook", refuse)
 
 
-def test_the_light_copies_of_the_worlds_facts_agree_with_the_worlds():
-    assert params.WORLD_NAMES == WORLD_NAMES
-    assert params.MATH_PROMPT_LENGTH == train_math.PROMPT_LENGTH
-    assert all(name.startswith(params.WORLD_PREFIX) for name in MATH.ladder)
-    folders = {f"dlmspec/{folder}/" for name, (_, folder) in train_math.WORLDS.items()
-               if name not in train_math.LAYOUTS}  # a ladder on the world's rows
-    assert folders == set(params.MATH_PREFIXES)
+def test_the_world_parameter_takes_exactly_the_catalogues_worlds():
+    assert WORLD_NAMES == catalogue.NAMES
+    for name in catalogue.NAMES:
+        params.check("world", name)
+    with pytest.raises(ValueError, match="must be a world of the catalogue"):
+        params.check("world", "maths")
 
 
 @pytest.mark.parametrize("stem", PAGES_WITH_WORLD)
@@ -77,9 +78,34 @@ def test_world_math_brings_the_math_profile_beneath_every_p(stem):
 def test_every_math_profile_belongs_to_a_notebook_that_takes_a_world():
     stems = sorted(p.stem for p in (NOTEBOOKS / "profiles" / "math").glob("*.yaml"))
     assert stems == PAGES_WITH_WORLD
-    for stem in stems:
-        data = yaml.safe_load(run.world_profile(_nb(stem), "math").read_text())
-        assert data["world"] == "math"
+
+
+@pytest.mark.parametrize("folder", ["math", "math-full"])
+def test_a_profile_holds_only_what_differs_from_its_worlds_defaults(folder):
+    """The world's models, prompts, decode and K live in its catalogue entry
+    alone; a profile holds sizes (issue 47)."""
+    world_keys = set(catalogue.get("math").defaults)
+    for f in sorted((NOTEBOOKS / "profiles" / folder).glob("*.yaml")):
+        data = yaml.safe_load(f.read_text())
+        assert not world_keys & set(data), (f.name, world_keys & set(data))
+
+
+@pytest.mark.parametrize("world", [w for w in catalogue.NAMES if w != "prose"])
+@pytest.mark.parametrize("stem", WITH_WORLD)
+def test_every_claim_page_takes_every_world_of_the_catalogue(stem, world):
+    """-p world NAME selects any catalogue world on any claim page: its entry's
+    models, decode and prompt layout, checked like any run's parameters."""
+    entry = catalogue.get(world)
+    declared = run.declared_parameters(_nb(stem))
+    values = run.gather(declared, pairs=[("world", world)], notebook=_nb(stem))
+    assert values["world"] == world and values["model"] == entry.role("target")
+    assert values.get("draft", entry.role("draft")) == entry.role("draft")
+    assert values.get("large_model", entry.role("strong")) == entry.role("strong")
+    for k in ("gen_length", "block_length", "threshold"):
+        assert values[k] == get_world(world).decode[k], k
+    if "prompt_length" in declared:
+        assert values["prompt_length"] == entry.prompt_length
+    params.check_relations(run.with_defaults(declared, values))
 
 
 def test_a_files_world_brings_its_profile_too(tmp_path):
@@ -98,20 +124,27 @@ def test_world_prose_given_explicitly_adds_nothing():
 
 @pytest.mark.parametrize(("stem", "pairs", "message"), [
     ("01_easy_first", [("world", "math"), ("model", "dlmspec/base")],
-     "model='dlmspec/base' is not a model of the math world"),
+     "model='dlmspec/base' is a model of the prose world, whose rows the math "
+     "world's do not share"),
     ("02_anchor_acceptance", [("world", "math"), ("draft", "dlmspec/small")],
-     "draft='dlmspec/small' is not a model of the math world"),
+     "draft='dlmspec/small' is a model of the prose world"),
     ("02_anchor_acceptance", [("model", "dlmspec/math/base")],
-     "model='dlmspec/math/base' is a model of the math world: add -p world math"),
+     "model='dlmspec/math/base' is a model of the math_narrow world, whose rows "
+     "the prose world's do not share: add -p world math_narrow"),
+    ("03_win_condition", [("world", "math_chains"), ("draft", "dlmspec/math/small")],
+     "draft='dlmspec/math/small' is a model of the math_narrow world, whose rows "
+     "the math_chains world's do not share"),
+    ("03_win_condition", [("world", "math"), ("model", "GSAI-ML/LLaDA-8B-Base")],
+     "is not a model of the math world"),
     ("03_win_condition", [("world", "math"), ("prompt_source", "bos")],
      "the math world's prompts are its held-out questions"),
     ("09_trajectory_speculation", [("world", "math"), ("prompt_length", "8")],
-     f"the math world's questions are {params.MATH_PROMPT_LENGTH} tokens long"),
-    ("06_conditional", [("world", "math"), ("prompt_length", "16")],
-     f"the math world's questions are {params.MATH_PROMPT_LENGTH} tokens long"),
+     "the math world's questions are 32 tokens long"),
+    ("06_conditional", [("world", "math_chains"), ("prompt_length", "32")],
+     "the math_chains world's questions are 48 tokens long"),
     ("03_win_condition", [("prompt_source", "questions")],
-     "prompt_source='questions' is the math world's"),
-    ("01_easy_first", [("world", "maths")], "must be one of prose, math"),
+     "prompt_source='questions' is a math world's: add -p world math"),
+    ("01_easy_first", [("world", "maths")], "must be a world of the catalogue"),
 ])
 def test_a_model_or_prompt_of_the_other_world_is_one_line_and_exit_2(
         stem, pairs, message, no_execution, capsys):

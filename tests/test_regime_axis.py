@@ -1,6 +1,7 @@
 """The regime page (notebook 11): settings, freedom bits, the trajectory gain and
 the whole measurement on tiny random models."""
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -14,7 +15,7 @@ from dlmspec_min.experiments import regime_axis as ra
 from dlmspec_min.experiments.common import Measurement, Models
 from dlmspec_min.plumbing.claims import evaluate, load_registry, verdict
 from dlmspec_min.texts import problems as P
-from dlmspec_min.training import train_math
+from dlmspec_min.training import math_pilot, train_math
 from dlmspec_min.training.tokenizer import MASK_ID
 from dlmspec_min.worlds.gsm import MATH
 
@@ -47,9 +48,7 @@ def test_the_registry_s_settings_are_the_pilot_s_worlds_with_their_own_models():
         fine = settings[f"{name}_fine"]
         assert ra.instrument(name, settings[name]) == "kmeans"
         assert ra.instrument(name, fine) == "fine"
-        assert worlds[f"{name}_fine"].dials == worlds[name].dials
-        assert (fine["draft"], fine["target"]) == (settings[name]["draft"],
-                                                   settings[name]["target"])
+        assert worlds[f"{name}_fine"] is worlds[name]
     chains = worlds["chains"]
     assert chains.dials == P.CHAINS and chains.prompt_length == 48
     assert chains.decode["gen_length"] == 64 and chains.row_length == 112
@@ -58,18 +57,30 @@ def test_the_registry_s_settings_are_the_pilot_s_worlds_with_their_own_models():
     assert all(3 <= p.steps <= 4 for p in chains.problems(20))
     with pytest.raises(ValueError, match="ids must be one of"):
         ra.instrument("x", dict(ids="words"))
-    with pytest.raises(ValueError, match="one of freedom or grammar"):
-        ra.setting_world("x", dict(freedom="zero", grammar="chains", draft="a",
-                                   target="b"))
-    assert worlds["narrow"].dials == P.NARROW and worlds["free"].dials == MATH.dials
+    with pytest.raises(ValueError, match="must name its world"):
+        ra.setting_world("x", dict(freedom="zero", world="math"))
+    with pytest.raises(ValueError, match="is not a math world of the catalogue"):
+        ra.setting_world("x", dict(world="prose"))
+    assert worlds["narrow"].dials == P.NARROW and worlds["free"] is MATH
     assert worlds["order"].dials == P.ORDER and worlds["free"].dials == P.FREE
-    for name, s in settings.items():
-        assert worlds[name].target == s["target"] and worlds[name].draft == s["draft"]
-        assert s["target"] != s["draft"]
-    pairs = {(s["target"], s.get("ids", "kmeans")) for s in settings.values()}
+    # 2026-12-07 (issue 47): the settings name catalogue worlds; these are the
+    # settings as first written, the freedom pilot's candidates on the same models
+    pilot = math_pilot.spec("freedom_pilot")["candidates"]
+    first = {"narrow": ("zero", "dlmspec/math/small", "dlmspec/math/base"),
+             "order": ("order", "dlmspec/math_order/small", "dlmspec/math_order/base"),
+             "free": ("openers_order", "dlmspec/math_free/small",
+                      "dlmspec/math_free/base")}
+    for name, (candidate, draft, target) in first.items():
+        assert worlds[name].dials == math_pilot.dials_of(pilot[candidate])
+        assert (worlds[name].draft, worlds[name].target) == (draft, target)
+        assert worlds[name].decode == MATH.decode
+        assert worlds[name].prompt_length == MATH.prompt_length
+    assert (worlds["chains"].draft, worlds["chains"].target) == (
+        "dlmspec/math_chains/small", "dlmspec/math_chains/base")
+    for w in worlds.values():
+        assert w.target != w.draft
+    pairs = {(worlds[n].target, ra.instrument(n, s)) for n, s in settings.items()}
     assert len(pairs) == len(settings)
-    with pytest.raises(ValueError, match="not a candidate of the freedom pilot"):
-        ra.setting_world("x", dict(freedom="wide", draft="a", target="b"))
 
 
 def test_freedom_bits_are_zero_without_freedom_and_content_bits_count_orders():
@@ -122,16 +133,22 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
         return pair
 
     monkeypatch.setattr(ra, "load_models", load)
+    world_of = ra.setting_world
+
+    def gone(name, setting):  # narrow_fine as if its target were missing: shorter
+        w = world_of(name, setting)
+        return (dataclasses.replace(w, target="dlmspec/math_gone/base")
+                if name == "narrow_fine" else w)
+
+    monkeypatch.setattr(ra, "setting_world", gone)
     said = []
-    settings = dict(spec()["settings"])  # narrow_fine as if missing: a shorter test
-    settings["narrow_fine"] = {**settings["narrow_fine"],
-                               "target": "dlmspec/math_gone/base"}
+    settings = dict(spec()["settings"])
     m = ra.measure(settings, verdict, **SMALL, progress=said.append)
     v = m.values
     assert v["r_settings_total"] == len(settings) == len(said)
     missing = [n for n, s in settings.items()
-               if any(w in s["target"] for w in ("math_order", "math_chains",
-                                                  "math_gone"))]
+               if any(w in gone(n, s).target for w in ("math_order", "math_chains",
+                                                        "math_gone"))]
     assert v["r_settings_measured"] == len(settings) - len(missing)
     assert "order: not measured" in said[1]
     assert math.isnan(v["r_order_tau_acc"])

@@ -8,6 +8,7 @@ import jupytext
 import nbformat
 import pytest
 
+from dlmspec_min import catalogue
 from dlmspec_min.paths import REPO_ROOT, models_dir
 from dlmspec_min.plumbing import claims, run, worldruns
 
@@ -28,9 +29,15 @@ def _models_at(tmp_path, monkeypatch, trained=(), training=()):
     return data
 
 
-def test_which_worlds_a_notebook_runs_in_comes_from_its_profiles():
-    assert worldruns.worlds_of(NB) == ["math"]
+def test_a_notebook_with_a_world_parameter_runs_in_every_book_world(tmp_path):
+    assert worldruns.worlds_of(NB) == ["math"]  # catalogue.BOOK less prose
     assert worldruns.worlds_of(REPO_ROOT / "notebooks" / "00_models.md") == []
+    # a page with no parameters cell at all takes no world either
+    plain = tmp_path / "plain.md"
+    plain.write_text("---\njupytext:\n  text_representation:\n    format_name: myst\n"
+                     "kernelspec:\n  name: python3\n---\n\n# A page\n\n"
+                     "```{code-cell} ipython3\n1 + 1\n```\n")
+    assert worldruns.worlds_of(plain) == []
     # the paper-scale profiles are not a world of the book's
     assert (run.PROFILES / "paper" / "02_anchor_acceptance.yaml").exists()
 
@@ -40,10 +47,14 @@ def test_a_world_run_is_the_page_with_its_profile_injected(tmp_path, monkeypatch
     page = jupytext.read(NB)
     r = worldruns.world_run(NB, page, "math")
     assert r.key == f"{NB}#math" and r.missing == ""
-    profile = run.parameters_in(run.world_profile(NB, "math"))
     declared = run.declared_parameters(NB)
+    profile = run.world_defaults(declared, "math", NB)
+    # the catalogue's defaults of the world, then its sizes for the page
+    assert profile == {**{k: v for k, v in catalogue.get("math").defaults.items()
+                          if k in declared},
+                       **run.parameters_in(run.world_profile(NB, "math"))}
     defaults = run.with_defaults(declared, {})
-    # every profile value that differs from the page's default, nothing else
+    # every value that differs from the page's default, nothing else
     assert r.parameters == {k: v for k, v in profile.items() if v != defaults[k]}
     assert r.parameters["world"] == "math" and r.parameters["K"] == 32
     cells = r.notebook.cells

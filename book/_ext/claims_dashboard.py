@@ -33,10 +33,10 @@ from pathlib import Path
 from docutils import nodes
 from sphinx.util.docutils import SphinxDirective
 
+from dlmspec_min import catalogue
 from dlmspec_min.measures import stats
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing import claims, provenance, worldruns
-from dlmspec_min.worlds import get_world
 
 CSS = {
     "replicated": "#1a7f37",
@@ -64,7 +64,7 @@ def _matrix(rows, registry: dict, docname: str) -> str:
     up = "../" * docname.count("/")
     worlds = list(claims.WORLD_SUFFIXES)
     out = ['<table class="table claims-matrix"><thead><tr><th>claim</th>']
-    out += [f'<th data-world="{w}">{html.escape(f"{w} ({get_world(w).title})")}<br>'
+    out += [f'<th data-world="{w}">{html.escape(f"{w} ({catalogue.get(w).title})")}<br>'
             f'<small>{html.escape(_regime(rows, w))}</small></th>' for w in worlds]
     out.append("</tr></thead><tbody>")
     measured = dict.fromkeys(worlds, False)  # a world with any verdict
@@ -100,8 +100,8 @@ def _not_measured(world: str, text: str) -> str:
 def _models_missing(world: str) -> str:
     """Which of ``world``'s default models (target, draft, strong) this build
     lacks, in words, or '' when all are trained."""
-    w = get_world(world)
-    return worldruns.models_missing((w.target, w.draft, w.strong))
+    w = catalogue.get(world)
+    return worldruns.models_missing(tuple(w.role(r) for r in catalogue.ROLES))
 
 
 def _claim_worlds(rows, registry: dict, claim_id: str) -> str:
@@ -129,7 +129,7 @@ def _claim_worlds(rows, registry: dict, claim_id: str) -> str:
         why = ("<br><small>" + html.escape(_not_measured(
             w, "this build did not measure it here")) + "</small>"
             if c["verdict"] == claims.NOT_MEASURED else "")
-        title = html.escape(f"{w} ({get_world(w).title})")
+        title = html.escape(f"{w} ({catalogue.get(w).title})")
         out.append(f'<tr data-world="{w}"><td>{title}</td>'
                    f"<td>{html.escape(regime)}</td><td>{figure}</td>"
                    f'<td class="claim-world-verdict" data-world="{w}">'
@@ -189,7 +189,7 @@ def _sizes_notes(notebook: str, worlds) -> list[str]:
     with the full sizes and how to run them (``worldruns.sizes_note``)."""
     out = []
     for w in worlds:
-        if w == "prose":
+        if w == catalogue.DEFAULT:
             continue
         note = worldruns.sizes_note(notebook, w)
         if note:
@@ -210,14 +210,15 @@ def _check_worlds(registry: dict, check_id: str, executed: Path,
               or path.exists() else {})
     stale = set(claims.add_world_runs(path, values, fingerprint))
     if values and values.get(claims.FINGERPRINT_KEY) != fingerprint:
-        stale.add("prose")
+        stale.add(catalogue.DEFAULT)
     out = [f'<table class="table check-worlds" data-check="{check_id}"><thead><tr>'
            "<th>world</th><th>figures</th><th>rules (a test requires them)</th>"
            "<th>targets (reported)</th></tr></thead><tbody>"]
     for w in claims.WORLD_SUFFIXES:
         wv = claims.world_values(values, w)
-        own = check if w == "prose" else (check.get("worlds") or {}).get(w) or {}
-        title = html.escape(f"{w} ({get_world(w).title})")
+        own = (check if w == catalogue.DEFAULT
+               else (check.get("worlds") or {}).get(w) or {})
+        title = html.escape(f"{w} ({catalogue.get(w).title})")
         if not wv:
             why = html.escape(_not_measured(w, "not measured by this build"))
             out.append(f'<tr data-world="{w}"><td>{title}</td><td colspan="3">'

@@ -37,15 +37,18 @@ from .files import (
 ALLOW_HUB_ENV = "DLMSPEC_ALLOW_HUB"
 EMBEDDED_PREFIX = "dlmspec/"
 EMBEDDED_SIZES = ("small", "base", "large")  # the prose world's ladder
-# the math ladders (generated grade-school problems, SPEC.md section 6): the
-# narrow world's (math/, the claims' until 2026-12-06), the free world's (issue
-# 42: problems.FREE, the claims' math world since) and the regime page's
-# content-freedom setting's (problems.ORDER) and its chained setting's
-# (problems.CHAINS, issue 46): train_math.WORLDS
-EMBEDDED_MATH_SIZES = ("math/small", "math/base", "math/large",
-                       "math_free/small", "math_free/base", "math_free/large",
-                       "math_order/small", "math_order/base", "math_order/large",
-                       "math_chains/small", "math_chains/base", "math_chains/large")
+# the math ladders (generated grade-school problems, SPEC.md section 6), by
+# folder: the worlds of dlmspec_min.catalogue, whose ladders this list names
+# again because this folder imports nothing of the rest of the package
+# (tests/test_catalogue.py keeps the two equal): math_free/ (the claims' math
+# world, "math"), math/ ("math_narrow"), math_order/ and math_chains/ (regime
+# settings, small and base only)
+EMBEDDED_MATH_SIZES = ("math_free/small", "math_free/base", "math_free/large",
+                       "math/small", "math/base", "math/large",
+                       "math_order/small", "math_order/base",
+                       "math_chains/small", "math_chains/base")
+# the catalogue world of a math ladder folder (tested against the catalogue)
+MATH_FOLDER_WORLDS = {"math_free": "math", "math": "math_narrow"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
 
 LLADA_MASK_ID, LLADA_EOS_ID, LLADA_EOT_ID = 126336, 126081, 126348
@@ -446,8 +449,8 @@ def _load_embedded(name: str, device, dtype, device_map=None):
     path = models_dir() / size
     world, _, short = size.rpartition("/")
     trainer = "train_math" if world.startswith("math") else "train"
-    # train_math's --world: the folder's suffix (math_free -> free); math/ is narrow
-    ladder = (f" --world {world[len('math_'):] or 'narrow'}"
+    # train_math's --world: the catalogue world whose ladder the folder holds
+    ladder = (f" --world {MATH_FOLDER_WORLDS.get(world, world)}"
               if world.startswith("math") else "")
     how = f"`python -m dlmspec_min.training.{trainer} --size {short}{ladder}`"
     if from_package() and size not in SHIPPED_MODELS:

@@ -55,7 +55,7 @@ from ..worlds.gsm import MATH_NARROW
 from .common import Measurement
 
 # the narrow world, the claims' math world from 2026-12-04 to 12-06: the page's
-# dated record (since then the claims are measured in the free world, MATH_FREE)
+# dated record (since then the claims are measured in the free world, MATH)
 WORLD = MATH_NARROW
 SIZES = tuple(name.rsplit("/", 1)[1] for name in WORLD.ladder)  # small, base, large
 BASELINE = "baseline (one token per forward)"
@@ -65,7 +65,7 @@ N_SHOWN = 3  # problems shown with each model's solution
 def load_ladder(sizes=SIZES, *, device: str = "cpu", dtype: str | None = "float32",
                 device_map: str | None = "none", world=WORLD) -> dict[str, Any]:
     """size -> denoiser for every trained model of ``world``'s ladder (default:
-    the narrow world's; ``worlds.gsm.MATH_FREE``: the free ladder, the claims'
+    the narrow world's; ``worlds.gsm.MATH``: the free ladder, the claims'
     math world); None where missing."""
     out = {}
     for s in sizes:
@@ -707,19 +707,19 @@ def free_ladder(tokenizer, goals: dict[str, str], evaluate: Callable[[str, dict]
                 models: dict[str, Any] | None = None, *,
                 dtype: str | None = "float32", device_map: str | None = "none",
                 **sizes) -> Measurement:
-    """The free ladder (issue 42, ``worlds.gsm.MATH_FREE``) measured as ``measure``
+    """The free ladder (issue 42, ``worlds.gsm.MATH``) measured as ``measure``
     measures the math ladder, on its own world's held-out problems, glued as
     ``m_free_*``; with its targets (``checks: models: free_targets``, written
     before it trained: ``goals``) evaluated: table ``targets``,
     ``m_free_targets_met`` of
     ``m_free_targets_total``. ``models`` (default: the committed free ladder,
-    ``load_ladder(world=MATH_FREE)`` with ``dtype`` and ``device_map``)."""
-    from ..worlds.gsm import MATH_FREE
+    ``load_ladder(world=MATH)`` with ``dtype`` and ``device_map``)."""
+    from ..worlds.gsm import MATH
 
     if models is None:
         models = load_ladder(device=sizes.get("device", "cpu"), dtype=dtype,
-                             device_map=device_map, world=MATH_FREE)
-    m = measure(models, tokenizer, world=MATH_FREE, prefix="m_free_", **sizes)
+                             device_map=device_map, world=MATH)
+    m = measure(models, tokenizer, world=MATH, prefix="m_free_", **sizes)
     table = targets_table(goals, m.values, evaluate)
     m.tables["targets"] = table
     m.values["m_free_targets_met"] = int(table.met.sum())

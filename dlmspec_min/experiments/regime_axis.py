@@ -2,15 +2,16 @@
 
 The paper measures its claims at one regime, Fast-dLLM on GSM8K (about 3.3
 tokens per forward). How far its verdicts depend on that regime is a question
-the paper cannot ask; this page asks it. Each *setting* is a math world with a
-given freedom in its solutions (``problems.Dials``: operand order, the content
-freedom; openers, a glue freedom) and its own draft and target, trained on that
-world with the ladder's recipe. The settings, their worlds and their models are
-written in ``book/claims.yml`` (``checks: regime: settings``) before this page
-measured any of them.
+the paper cannot ask; this page asks it. Each *setting* is a math world of
+``dlmspec_min.catalogue`` (a grammar with a given freedom in its solutions,
+``problems.Dials``: operand order, the content freedom; openers, a glue
+freedom; chained steps), with its own draft and target trained on that world
+with the ladder's recipe, and the semantic IDs its verdicts use. The settings
+are written in ``book/claims.yml`` (``checks: regime: settings``) before this
+page measured any of them.
 
-Per setting, on the world's own held-out questions and decode (greedy, 32
-tokens in one block of 32, threshold 0.9):
+Per setting, on the world's own held-out questions and decode (the catalogue's:
+greedy, threshold 0.9, blocks of 32):
 
 - **the freedom**: the mean surprisal, in bits, of a solution's free choices
   given its question (``Problem.glue_bits`` and ``content_bits``), over the
@@ -32,7 +33,6 @@ figures NaN; nothing is dropped.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -41,11 +41,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .. import catalogue
 from ..decoding import files
 from ..decoding.denoisers import ModelNotAvailableError
 from ..measures import power, stats
-from ..training import math_pilot, train_math
-from ..worlds.gsm import MATH, MathWorld, ladder_world
+from ..training import train_math
+from ..worlds import get_world
+from ..worlds.gsm import MathWorld
 from . import c3_win_condition as c3m
 from . import c4_cluster_verification as c4m
 from .common import Measurement, load_models
@@ -95,29 +97,18 @@ AXES = {"threshold_tpf": "threshold rule, slots per forward",
 
 
 def setting_world(name: str, setting: dict) -> MathWorld:
-    """A setting -> its math world, its draft and target: narrow's dials with
-    the freedom pilot's candidate ``setting["freedom"]`` applied, or a ladder's
-    own grammar and row layout (``setting["grammar"]``, a key of
-    ``train_math.WORLDS``)."""
-    if ("freedom" in setting) == ("grammar" in setting):
-        raise ValueError(f"setting {name!r} must name one of freedom or grammar")
-    if "grammar" in setting:
-        if setting["grammar"] not in train_math.WORLDS:
-            raise ValueError(f"setting {name!r}: grammar {setting['grammar']!r} is "
-                             f"not a ladder of train_math.WORLDS "
-                             f"({sorted(train_math.WORLDS)})")
-        base = ladder_world(setting["grammar"])
-    else:
-        pilot = math_pilot.spec("freedom_pilot")["candidates"]
-        if setting["freedom"] not in pilot:
-            raise ValueError(f"setting {name!r}: freedom {setting['freedom']!r} is not "
-                             f"a candidate of the freedom pilot ({sorted(pilot)})")
-        base = dataclasses.replace(
-            MATH, dials=math_pilot.dials_of(pilot[setting["freedom"]]))
-    return dataclasses.replace(
-        base, name=f"math ({name})",
-        ladder=(setting["draft"], setting["target"]), draft=setting["draft"],
-        target=setting["target"], strong=setting["target"])
+    """A setting -> its math world (``setting["world"]``, a math world of
+    ``dlmspec_min.catalogue``): its grammar, row layout, decode, draft and
+    target. Any of them is also a world every claim page runs in
+    (``-p world NAME``)."""
+    unknown = set(setting) - {"world", "ids"}
+    if "world" not in setting or unknown:
+        raise ValueError(f"setting {name!r} must name its world (and may name its "
+                         f"ids), got {sorted(setting)}")
+    if setting["world"] not in train_math.LADDERS:
+        raise ValueError(f"setting {name!r}: world {setting['world']!r} is not a "
+                         f"math world of the catalogue ({list(train_math.LADDERS)})")
+    return get_world(setting["world"])
 
 
 def instrument(name: str, setting: dict) -> str:
@@ -258,10 +249,10 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
     }
 
 
-def _missing(setting: dict, device, dtype) -> tuple[Any, str | None]:
+def _missing(world: MathWorld, device, dtype) -> tuple[Any, str | None]:
     """(models, None), or (None, why) where a setting's model is not trained."""
     try:
-        return load_models(setting["target"], setting["draft"], device=device,
+        return load_models(world.target, world.draft, device=device,
                            dtype=dtype), None
     except ModelNotAvailableError as e:
         return None, str(e).split(";")[0]
@@ -293,7 +284,7 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
     for i, (name, setting) in enumerate(settings.items(), 1):
         world = setting_world(name, setting)
         ids = instrument(name, setting)
-        models, why = _missing(setting, device, dtype)
+        models, why = _missing(world, device, dtype)
         if models is None:
             progress(f"[{i}/{len(settings)}] {name}: not measured ({why})")
             figures = {k: math.nan for k in COLUMNS}
@@ -304,7 +295,7 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
             status = f"not measured: {why}"
         else:
             progress(f"[{i}/{len(settings)}] {name}: C3{' and C4' * (ids != 'fine')} "
-                     f"on {setting['target']} with {setting['draft']}, {ids} IDs "
+                     f"on {world.target} with {world.draft}, {ids} IDs "
                      f"({n_samples} questions)")
             figures = measure_setting(models, world, n_samples=n_samples, K=K,
                                       n_codebooks=n_codebooks, n_train=n_train,
@@ -312,12 +303,11 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
                                       n_bootstrap=n_bootstrap, seed=seed,
                                       device=device, verdict=verdict, ids=ids)
             status = "measured"
-        figures.update(competence(setting["target"], competent or {}))
+        figures.update(competence(world.target, competent or {}))
         v.update({f"r_{name}_{k}": x for k, x in figures.items()})
-        rows.append(dict(setting=name,
-                         grammar=setting.get("grammar", "narrow"),
-                         freedom=setting.get("freedom", "as free"), ids=ids,
-                         target=setting["target"], draft=setting["draft"],
+        rows.append(dict(setting=name, world=world.name,
+                         grammar=catalogue.get(world.name).grammar.lower(), ids=ids,
+                         target=world.target, draft=world.draft,
                          status=status, **{COLUMNS[k]: x for k, x in figures.items()}))
     v["r_settings_measured"] = sum(r["status"] == "measured" for r in rows)
     exact = [v[f"r_{n}_traj_exact"] for n in settings]

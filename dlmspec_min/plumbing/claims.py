@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from .. import catalogue
 from ..paths import REPO_ROOT
 
 REGISTRY = REPO_ROOT / "book" / "claims.yml"
@@ -33,9 +34,9 @@ FINGERPRINT_KEY = "provenance_fingerprint"
 COMMIT_KEY = "provenance_commit"
 INCONCLUSIVE = "inconclusive"
 NOT_MEASURED = "not measured"  # a world this claim's page did not measure
-# the book's worlds and the suffix of their glue names on a claim's page (issue 26:
-# the math world's values are glued as c2_alpha_sid_math, ...)
-WORLD_SUFFIXES = {"prose": "", "math": "_math"}
+# the book's worlds (catalogue.BOOK) and the suffix of their glue names on a
+# claim's page (issue 26: the math world's values are glued as c2_alpha_sid_math)
+WORLD_SUFFIXES = {w: catalogue.get(w).suffix for w in catalogue.BOOK}
 # the kinds a registry without its own ``verdicts:`` list may use
 VERDICTS = ["replicated", "direction only", INCONCLUSIVE, NOT_REPLICATED, NOT_REBUILT]
 
@@ -377,7 +378,7 @@ def world_cells(row: dict, registry: dict) -> dict[str, dict]:
     out = {}
     for world in WORLD_SUFFIXES:
         wv = world_values(row.get("values") or {}, world)
-        if world == "prose":
+        if world == catalogue.DEFAULT:
             out[world] = {"verdict": row["verdict"], "label": label,
                           "value": wv.get(key)}
             continue

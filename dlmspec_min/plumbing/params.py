@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .. import catalogue
+
 DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
 
 
@@ -93,13 +95,10 @@ def _choices(*options):
     return check
 
 
-# worlds.WORLD_NAMES, named here so that checking a parameter imports no torch
-# (tests/test_notebook_worlds.py keeps the two equal)
-WORLD_NAMES = ("prose", "math")
-
-
 def _world(v):
-    return None if v in WORLD_NAMES else f"must be one of {', '.join(WORLD_NAMES)}"
+    return (None if v in catalogue.NAMES
+            else "must be a world of the catalogue: one of "
+            + ", ".join(catalogue.NAMES))
 
 
 def _k_list(v):
@@ -283,54 +282,59 @@ def _fits_context(values):
 
 
 MODELS = (*TARGETS, "draft")  # parameters naming a model of the world's ladder
-WORLD_PREFIX = "dlmspec/math_free/"  # the math world's ladder (since 2026-12-06)
-# every math ladder trained on the math world's rows (train_math.WORLDS: free,
-# narrow, order; not chains, whose rows are 48 + 64, train_math.LAYOUTS); they
-# share the math world's tokenizer, so any of them may stand in a math world's run
-MATH_PREFIXES = ("dlmspec/math_free/", "dlmspec/math/", "dlmspec/math_order/")
-MATH_PROMPT_LENGTH = 32  # training.train_math.PROMPT_LENGTH (tested equal)
+GIVES = ("the runner's -p world NAME gives a world's models (papermill: -f the "
+         "YAML that `python -m dlmspec_min.plumbing.run NOTEBOOK -p world NAME "
+         "--print-parameters` prints)")
 
 
 def _world_prompts(values):
-    """The math world's prompts are its questions; the other worlds' are not."""
-    world, source = values["world"], values["prompt_source"]
-    if world == "math" and source != "questions":
-        return (f"the math world's prompts are its held-out questions: prompt_source="
-                f"'questions', not {source!r}")
-    if world != "math" and source == "questions":
-        return "prompt_source='questions' is the math world's: add -p world math"
+    """A world's prompts are its own kind's: the math worlds' are their held-out
+    questions (``prompt_source='questions'``), no other world's are."""
+    world, source = catalogue.get(values["world"]), values["prompt_source"]
+    own = world.prompt_source
+    if own == "questions" and source != own:
+        return (f"the {world.name} world's prompts are its held-out questions: "
+                f"prompt_source='questions', not {source!r}")
+    if own != "questions" and source == "questions":
+        worlds = [e.name for e in catalogue.ENTRIES if e.prompt_source == "questions"]
+        return (f"prompt_source='questions' is a math world's: add -p world "
+                f"{worlds[0]} (or one of {', '.join(worlds)})")
     return None
 
 
 def _world_prompt_length(values):
-    """The math world's questions are MATH_PROMPT_LENGTH (32) tokens each (its
-    models' layout)."""
-    if values["world"] == "math" and values["prompt_length"] != MATH_PROMPT_LENGTH:
-        return (f"the math world's questions are {MATH_PROMPT_LENGTH} tokens long "
-                f"(the layout its models were trained on): prompt_length="
-                f"{MATH_PROMPT_LENGTH}, not {values['prompt_length']}")
+    """A math world's questions are as long as its models' rows say
+    (``catalogue``: its ``prompt_length``)."""
+    world = catalogue.get(values["world"])
+    length = values["prompt_length"]
+    if world.prompt_source == "questions" and length != world.prompt_length:
+        return (f"the {world.name} world's questions are {world.prompt_length} tokens "
+                f"long (the layout its models were trained on): prompt_length="
+                f"{world.prompt_length}, not {values['prompt_length']}")
     return None
 
 
 def _world_models(values):
-    """A world's claims are measured on models of its tokenizer: the math world
-    on a math ladder (``MATH_PREFIXES``; its own: ``dlmspec/math_free/...``) or a
-    local folder, every other world on anything but a math ladder. The math
-    world's defaults are a profile."""
-    world = values["world"]
+    """A world's claims are measured on models that read its rows: its own
+    ladder's, or those of a catalogue world that shares its tokenizer and
+    layout (``Entry.shares_rows``), or a local folder; the project's models of
+    any other world are refused (a hub name is checked when it loads)."""
+    world = catalogue.get(values["world"])
     for name in MODELS:
         model = values.get(name)
         if model is None:
             continue
-        math_model = model.startswith(MATH_PREFIXES)
-        if world == "math" and not (math_model or Path(model).is_dir()):
-            return (f"{name}={model!r} is not a model of the math world (its ladder: "
-                    f"{WORLD_PREFIX}small|base|large); its defaults are the profile "
-                    f"notebooks/profiles/math/<notebook>.yaml, which the runner "
-                    f"applies for -p world math (papermill: -f that file)")
-        if world != "math" and math_model:
-            return (f"{name}={model!r} is a model of the math world: add -p world "
-                    f"math (or -f notebooks/profiles/math/<notebook>.yaml)")
+        home = catalogue.of_model(model)
+        if home is None:
+            if world.kind != "prose" and not Path(model).is_dir():
+                return (f"{name}={model!r} is not a model of the {world.name} world "
+                        f"(its ladder: {', '.join(world.ladder)}); {GIVES}")
+            continue
+        if not world.shares_rows(home):
+            return (f"{name}={model!r} is a model of the {home.name} world, whose "
+                    f"rows the {world.name} world's do not share: add -p world "
+                    f"{home.name}, or name a model of {world.name} "
+                    f"({', '.join(world.ladder)}); {GIVES}")
     return None
 
 

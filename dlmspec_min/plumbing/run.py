@@ -17,9 +17,12 @@ device or dtype it lacks, a model's own code without ``trust_remote_code``, a
 model missing from the local Hugging Face cache: ``preflight``), before any
 kernel starts. A profile's ``estimate:`` mapping (GPU memory and minutes, for
 ``make paper``'s preflight table) is data, not a parameter, and is skipped
-here. ``-p world math`` (any world but the notebook's default) first applies
-that world's profile, ``notebooks/profiles/math/<notebook>.yaml``: its models,
-decode and sizes, beneath every file and ``-p``. Several ``-f`` files apply in
+here. ``-p world NAME`` (any world of ``dlmspec_min.catalogue`` but the
+notebook's default) first applies that world's defaults, its models, prompts,
+decode and K from the catalogue, and then its sizes for the notebook
+(``notebooks/profiles/<profile>/<notebook>.yaml``, where there is one), beneath
+every file and ``-p``. ``--print-parameters`` prints the checked parameters
+as YAML instead of running (what ``papermill -f`` takes). Several ``-f`` files apply in
 order (later ones win), then ``-F`` files, then ``-p``. A ``-F`` file is one set of
 overrides for every notebook (``make paper``'s ``PAPER_OVERRIDES``): names this
 notebook does not take are skipped, not refused. The notebook executes into a
@@ -40,6 +43,7 @@ from pathlib import Path
 
 import yaml
 
+from .. import catalogue
 from ..paths import REPO_ROOT
 from . import claims, interrupts, params, preflight
 from .seeds import check_plan
@@ -209,9 +213,31 @@ def check_machine(notebook_params: dict[str, dict], values: dict[str, object],
 
 
 def world_profile(notebook: Path, world: str) -> Path:
-    """The profile that holds ``world``'s defaults for ``notebook``:
-    ``notebooks/profiles/<world>/<notebook's name>.yaml``."""
-    return PROFILES / str(world) / f"{Path(notebook).stem}.yaml"
+    """The file that holds ``world``'s sizes for ``notebook`` (what differs from
+    the world's defaults and the notebook's own): ``notebooks/profiles/<the
+    entry's profile>/<notebook's name>.yaml``; it may not exist."""
+    entry = catalogue.get(world)
+    return PROFILES / (entry.profile or entry.name) / f"{Path(notebook).stem}.yaml"
+
+
+def world_defaults(declared: dict[str, dict], world: str,
+                   notebook: Path | None = None) -> dict[str, object]:
+    """What ``-p world NAME`` brings: the world's defaults from the catalogue
+    (``Entry.defaults``: its models, prompts, decode and K) for the names the
+    notebook declares, then its profile's sizes for ``notebook`` where it has
+    one; ``ParameterError`` for a world the catalogue lacks."""
+    try:
+        entry = catalogue.get(world)
+    except ValueError:
+        try:  # the parameter rule's message
+            params.check("world", world)
+        except ValueError as e:
+            raise ParameterError(str(e)) from None
+        raise
+    out = {k: v for k, v in entry.defaults.items() if k in declared}
+    if notebook is not None and world_profile(notebook, world).is_file():
+        out.update(parameters_in(world_profile(notebook, world)))
+    return out
 
 
 def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=(),
@@ -220,9 +246,9 @@ def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=(),
     notebook lacks skipped), then ``-p`` pairs; ``ParameterError`` on any problem.
 
     A ``world`` other than the notebook's default brings that world's defaults
-    (``world_profile``: its models, decode and sizes) beneath all of them, so
-    ``-p world math`` alone measures the math world; ``notebook`` names the
-    notebook whose profile that is."""
+    (``world_defaults``: the catalogue's entry, then the world's sizes for
+    ``notebook``) beneath all of them, so ``-p world math`` alone measures the
+    math world."""
     given: dict[str, object] = {}
     for f in [*files, *shared_files]:
         if not Path(f).exists():
@@ -234,17 +260,9 @@ def gather(declared: dict[str, dict], files=(), shared_files=(), pairs=(),
         given.update({k: v for k, v in shared.items() if k in declared})
     given.update(dict(pairs))
     world = given.get("world")
-    if (notebook is not None and "world" in declared and world is not None
+    if ("world" in declared and world is not None
             and world != with_defaults(declared, {})["world"]):
-        profile = world_profile(notebook, world)
-        if not profile.is_file():
-            try:  # an unknown world: the rule's message
-                params.check("world", world)
-            except ValueError as e:
-                raise ParameterError(str(e)) from None
-            raise ParameterError(f"{Path(notebook).name} has no profile for the world "
-                                 f"{world!r} ({profile.relative_to(REPO_ROOT)})")
-        given = {**parameters_in(profile), **given}
+        given = {**world_defaults(declared, world, notebook), **given}
     values = resolve(declared, given)
     check_relations(declared, values)
     return values
@@ -383,6 +401,13 @@ def main(argv=None) -> int:
     )
     ap.add_argument("-o", "--output", type=Path, help="executed notebook path")
     ap.add_argument(
+        "--print-parameters",
+        action="store_true",
+        help="print the checked parameters that differ from the notebook's "
+        "defaults as YAML and stop (papermill: -f that file; e.g. a world's "
+        "defaults and sizes with -p world NAME)",
+    )
+    ap.add_argument(
         "-h",
         "--help",
         action="store_true",
@@ -411,6 +436,11 @@ def main(argv=None) -> int:
     except ParameterError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_BAD_PARAMETER
+    if a.print_parameters:
+        defaults = with_defaults(declared, {})
+        print(yaml.safe_dump({k: v for k, v in values.items() if v != defaults.get(k)},
+                             sort_keys=False), end="")
+        return 0
     try:  # off the main thread, where nbclient would replace those handlers
         output = interrupts.in_thread(execute, a.notebook, values, a.output)
     except RunError as e:

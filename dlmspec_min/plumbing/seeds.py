@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import catalogue
 from ..paths import REPO_ROOT
 from . import claims
 
@@ -119,11 +120,11 @@ def listing(seeds: list, verdicts: list[str]) -> str:
     return ", ".join(f"{v} (seed {s})" for s, v in zip(seeds, verdicts, strict=True))
 
 
-def run_output(notebook: Path, seed: int, world: str = "prose") -> Path:
+def run_output(notebook: Path, seed: int, world: str = catalogue.DEFAULT) -> Path:
     """Where one run is executed: ``OUT_DIR/<notebook>.seed<s>.ipynb``, with the
     world in the name outside prose (the book runs the page in both worlds at
     once)."""
-    where = "" if world == "prose" else f".{world}"
+    where = "" if world == catalogue.DEFAULT else f".{world}"
     return OUT_DIR / f"{Path(notebook).stem}{where}.seed{seed}.ipynb"
 
 

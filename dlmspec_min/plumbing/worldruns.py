@@ -23,6 +23,7 @@ from pathlib import Path
 
 import nbformat
 
+from .. import catalogue
 from ..paths import models_dir
 from . import claims, params
 
@@ -59,13 +60,19 @@ def models_missing(names) -> str:
 
 
 def worlds_of(path: str | Path) -> list[str]:
-    """The worlds other than the default (prose) that a notebook has a profile
-    for (the paper-scale profiles are no world of the book's)."""
+    """The book's worlds other than the default (``catalogue.BOOK``) that a
+    notebook is run in: all of them, where it takes a ``world`` parameter (a
+    page without a ``parameters`` cell takes none)."""
+    import jupytext
+
     from . import run
 
-    stem = Path(path).stem
-    return sorted(p.parent.name for p in run.PROFILES.glob(f"*/{stem}.yaml")
-                  if p.parent.name in params.WORLD_NAMES[1:])
+    cells = jupytext.read(Path(path)).cells
+    if not any("parameters" in c.metadata.get("tags", []) for c in cells):
+        return []
+    if "world" not in run.declared_parameters(Path(path)):
+        return []
+    return [w for w in catalogue.BOOK if w != catalogue.DEFAULT]
 
 
 FULL = "{world}-full"  # the folder of a world's full sizes, beside its profile
@@ -89,12 +96,13 @@ def reduced_sizes(path: str | Path, world: str) -> dict[str, tuple]:
     full = full_profile(path, world)
     if full is None:
         return {}
-    book = run.parameters_in(run.world_profile(Path(path), world))
+    profile = run.world_profile(Path(path), world)
+    book = run.parameters_in(profile) if profile.is_file() else {}
     out = {}
     for name, value in run.parameters_in(full).items():
         if name not in book:
             raise ValueError(f"{full}: {name!r} is not in the {world} profile "
-                             f"{run.world_profile(Path(path), world)}")
+                             f"{profile}")
         if book[name] != value:
             out[name] = (book[name], value)
     return out

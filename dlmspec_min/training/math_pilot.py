@@ -244,8 +244,8 @@ def projection_factor(pilot: dict | None = None) -> tuple[float, dict]:
     narrow)."""
     pilot = pilot or spec("freedom_pilot")
     proj = pilot["projection"]
-    base = last_decode(train_math.world_dir() / proj["target_model"].split("/")[1]
-                       / "train_log.jsonl")
+    rung = proj["target_model"].split("/")[1]
+    base = last_decode(train_math.ladder_dir("math_narrow") / rung / "train_log.jsonl")
     zero = last_decode(out_dir(proj["zero"], "freedom_pilot") / "train_log.jsonl")
     parts = dict(target_tokens_per_nfe=base["tokens_per_nfe"],
                  target_step=base["step"], zero_tokens_per_nfe=zero["tokens_per_nfe"],

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import torch
 
+from .. import catalogue
 from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
 from ..decoding.denoisers import Denoiser
@@ -56,10 +57,13 @@ from .tokenizer import (
 )
 from .train import MIN_MASK_RATIO, lr_at, mask_exact, save_trained
 
-PROMPT_LENGTH = 32  # [PAD]s, [BOS] and the question (at most 31 tokens)
-GEN_LENGTH = 32  # the solution (at most 31 tokens) and [EOS] padding
-BLOCK_LENGTH = 32  # the world's default decode: Fast-dLLM's GSM8K blocks
-THRESHOLD = 0.9  # Fast-dLLM's threshold rule
+# the math world's layout and decode (catalogue: "math"; the chained world's
+# rows are longer, its entry's layout)
+_MATH = catalogue.get("math")
+PROMPT_LENGTH = _MATH.prompt_length  # [PAD]s, [BOS] and the question (<= 31 tokens)
+GEN_LENGTH = _MATH.gen_length  # the solution (at most 31 tokens) and [EOS] padding
+BLOCK_LENGTH = _MATH.block_length  # its default decode: Fast-dLLM's GSM8K blocks
+THRESHOLD = _MATH.threshold  # Fast-dLLM's threshold rule
 SEQ_LEN = PROMPT_LENGTH + GEN_LENGTH
 TOKENIZER_PROBLEMS = 20_000  # of the first world, from problems.TOKENIZER_SEED
 EVAL_RATIOS = (0.15, 0.5, 0.9)
@@ -94,32 +98,36 @@ TRAIN_DEFAULTS = dict(batch_size=64, lr=1e-3, warmup=200, weight_decay=0.01,
 # 2026-12-02 on an AVX2-only EPYC), and each change is logged in ``compute``.
 COMPUTE_SETTINGS = ("threads", "bf16")
 CHECKPOINT = "checkpoint.pt"
-# The narrow ladder's grammar: the pilot's choice of 2026-12-04 (issue 34;
-# math_pilot; the first world was P.LANDED, in rows of 64 + 96 tokens), the
-# claims' math world until 2026-12-06, when they moved to the free world
-# (WORLDS["free"], worlds.gsm.MATH). ``--world narrow`` trains it.
+# The narrow grammar: the pilot's choice of 2026-12-04 (issue 34; math_pilot; the
+# first world was P.LANDED, in rows of 64 + 96 tokens), the claims' math world
+# until 2026-12-06, when they moved to the free world. The grammar a MathWorld
+# has unless told otherwise (the pilot's candidates start from it).
 DIALS = P.NARROW
-# The ladders (issue 42): each world's dials and its folder under data/models/.
-# ``narrow``, the book's math world from 2026-12-04 to 12-06, in ``math/``;
-# ``free``, the freedom pilot's choice (problems.FREE: narrow's questions,
-# solutions with free choices), retrained on the same recipe into
-# ``math_free/``, the claims' math world since 2026-12-06. Both read the
-# committed tokenizer in ``math/tokenizer``.
-# ``order`` (problems.ORDER: content freedom alone), in ``math_order/``: a setting
-# of the regime page, its small and base only.
-# ``chains`` (problems.CHAINS: 3-4 chained steps, rows of 48 + 64), in
-# ``math_chains/``: a setting of the regime page (issue 46), its small and base.
-WORLDS = {"narrow": (P.NARROW, "math"), "free": (P.FREE, "math_free"),
-          "order": (P.ORDER, "math_order"), "chains": (P.CHAINS, "math_chains")}
-# a ladder's row layout (prompt_length, gen_length) where it is not 32 + 32
-LAYOUTS = {"chains": (48, 64)}
+# The ladders are the catalogue's math worlds (dlmspec_min.catalogue): each
+# entry names its grammar (a dial set of texts.problems), its folder under
+# data/models/ and its row layout; every one reads the committed tokenizer in
+# math/tokenizer. (Until 2026-12-07 this module kept its own table, keyed
+# narrow / free / order / chains; those ladders are the worlds math_narrow,
+# math, math_order and math_chains.)
+LADDERS = tuple(e.name for e in catalogue.ENTRIES if e.kind == "math")
 
 
-def ladder_dir(world: str = "free") -> Path:
-    """Where the ladder of ``world`` (a key of ``WORLDS``) keeps its rungs."""
-    if world not in WORLDS:
-        raise ValueError(f"world must be one of {sorted(WORLDS)}, got {world!r}")
-    return models_dir() / WORLDS[world][1]
+def ladder(world: str) -> catalogue.Entry:
+    """The catalogue entry of a math world (one of ``LADDERS``)."""
+    if world not in LADDERS:
+        raise ValueError(f"world must be one of the math worlds {list(LADDERS)}, "
+                         f"got {world!r}")
+    return catalogue.get(world)
+
+
+def ladder_dir(world: str = "math") -> Path:
+    """Where the ladder of the math world ``world`` keeps its rungs."""
+    return models_dir() / ladder(world).folder
+
+
+def dials_of_world(world: str) -> P.Dials:
+    """The grammar (``problems.Dials``) that writes ``world``'s problems."""
+    return getattr(P, ladder(world).grammar)
 
 
 def lr_for(size: str) -> float:
@@ -127,12 +135,9 @@ def lr_for(size: str) -> float:
     return TRAIN_DEFAULTS["lr"] * LR_WIDTH / SIZES[size]["hidden_size"]
 
 
-def world_dir() -> Path:
-    return models_dir() / "math"
-
-
 def tokenizer_dir() -> Path:
-    return world_dir() / "tokenizer"
+    """The math worlds' shared tokenizer (``catalogue``: their ``tokenizer``)."""
+    return models_dir() / _MATH.tokenizer
 
 
 def template_words() -> set[str]:
@@ -248,12 +253,13 @@ def _step_generator(seed: int, step: int) -> torch.Generator:
 def train(size: str, out: Path | None = None, steps: int | None = None,
           stop_after: float | None = None, log=None, *, dials: P.Dials | None = None,
           prompt_length: int | None = None, gen_length: int | None = None,
-          tokenizer=None, world: str = "free", **overrides) -> Path | None:
-    """Train (or resume) ``math/<size>``; the saved folder, or None if stopped early.
+          tokenizer=None, world: str = "math", **overrides) -> Path | None:
+    """Train (or resume) one rung of a math world's ladder; the saved folder, or
+    None if stopped early.
 
-    ``world`` names the ladder (``WORLDS``: its dials and folder); ``dials``,
-    ``prompt_length``, ``gen_length`` and ``tokenizer`` set the world it learns
-    (by default the ladder's: its layout, ``LAYOUTS`` or 32 + 32, and the
+    ``world`` names the math world (``LADDERS``: the catalogue gives its grammar,
+    folder and layout); ``dials``, ``prompt_length``, ``gen_length`` and
+    ``tokenizer`` set the world it learns (by default the world's own, and the
     committed tokenizer); the pilot
     (``math_pilot``) trains candidate worlds through them."""
     if size not in SIZES:
@@ -266,8 +272,8 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
     hp = {**TRAIN_DEFAULTS, "lr": lr_for(size), **given}
     log = log or (lambda msg: print(msg, flush=True))
     out = Path(out or ladder_dir(world) / size)  # ladder_dir checks ``world``
-    dials = WORLDS[world][0] if dials is None else dials
-    own_prompt, own_gen = LAYOUTS.get(world, (PROMPT_LENGTH, GEN_LENGTH))
+    dials = dials_of_world(world) if dials is None else dials
+    own_prompt, own_gen = ladder(world).layout
     prompt_length = own_prompt if prompt_length is None else prompt_length
     gen_length = own_gen if gen_length is None else gen_length
     tok = tokenizer or load_tokenizer(tokenizer_dir())
@@ -364,7 +370,7 @@ def train(size: str, out: Path | None = None, steps: int | None = None,
         value = loss.item()
         running = value if running is None else 0.98 * running + 0.02 * value
     evaluate(steps)
-    summary = {"world": "math", "ladder": world, "size": size, "parameters": n_params,
+    summary = {"world": world, "size": size, "parameters": n_params,
                "hyperparameters": hp, "compute": compute, "steps": steps,
                "problems_seen": steps * hp["batch_size"],
                "prompt_length": prompt_length, "gen_length": gen_length,
@@ -380,10 +386,10 @@ def main(argv=None):
     p.add_argument("--size", choices=sorted(SIZES))
     p.add_argument("--tokenizer", action="store_true", help="re-create the tokenizer")
     p.add_argument("--out", type=Path)
-    p.add_argument("--world", choices=sorted(WORLDS), default="free",
-                   help="which ladder: free (data/models/math_free, the claims' "
-                        "math world), narrow (data/models/math), order "
-                        "(data/models/math_order) or chains (data/models/math_chains)")
+    p.add_argument("--world", choices=LADDERS, default="math",
+                   help="which math world's ladder (dlmspec_min.catalogue): "
+                   + ", ".join(f"{e} (data/models/{ladder(e).folder})"
+                               for e in LADDERS))
     p.add_argument("--steps", type=int, help="total steps (default: STEPS[size])")
     p.add_argument("--stop-after", type=float, metavar="SECONDS",
                    help="end at the first checkpoint after SECONDS (resume later)")

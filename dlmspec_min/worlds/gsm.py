@@ -16,20 +16,20 @@ so a word's role is a function of its spelling: numbers, names and objects are
 content; template words are function words; symbols (``. , ? + - * / = ####``)
 are punctuation (glue). A word outside the grammar's lists (a model may spell
 one) counts as a function word. Prompts: held-out questions
-(``problems.HELD_OUT_SEED``), left-padded with ``[PAD]`` to ``PROMPT_LENGTH`` as
-in training; ladder: ``dlmspec/math_free/small``, ``base``, ``large`` (the
-narrow world's: ``dlmspec/math/...``); default
-decode: greedy, ``GEN_LENGTH`` (32) tokens in blocks of 32, Fast-dLLM's
-threshold 0.9.
+(``problems.HELD_OUT_SEED``), left-padded with ``[PAD]`` to the world's
+``prompt_length`` as in training. Ladder, layout and default decode: the
+world's entry in ``dlmspec_min.catalogue`` (``math``: ``dlmspec/math_free/...``,
+rows of 32 + 32, one block of 32, Fast-dLLM's threshold 0.9, greedy).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from .. import catalogue
 from ..measures.tagger import CONTENT, FUNCTION, PUNCT, SPECIAL
 from ..texts import problems as P
 from ..training import train_math
@@ -173,47 +173,23 @@ class MathWorld(World):
         return token_counts(tokenizer, texts, vocab_size)
 
 
-# 2026-12-06 (issue 42, item 5): the claims' math world is the free world, the
-# world whose ladder trained to the paper's regime (models page); the narrow
-# world, the claims' from 2026-12-04 to 12-06, stays a dated record (the models
-# page) and a point of the regime page (ladder_world("narrow")).
-MATH = MathWorld(
-    name="math",
-    title="grade-school math, free solutions",
-    dials=P.FREE,
-    ladder=("dlmspec/math_free/small", "dlmspec/math_free/base",
-            "dlmspec/math_free/large"),
-    draft="dlmspec/math_free/small",
-    target="dlmspec/math_free/base",
-    strong="dlmspec/math_free/large",
-    context_free=False,  # its models answer questions; given none they write [EOS]
-    order_in_blocks=True,  # one long block commits the [EOS] tail first
-    decode=dict(gen_length=train_math.GEN_LENGTH, block_length=train_math.BLOCK_LENGTH,
-                threshold=train_math.THRESHOLD),
-)
-MATH_FREE = MATH  # the free ladder's world (train_math.WORLDS["free"])
+def math_world(entry: catalogue.Entry) -> MathWorld:
+    """The math world of a catalogue entry (``kind == "math"``): its grammar, its
+    ladder and roles, its row layout and decode; the one constructor of every
+    math world (``worlds.get_world`` calls it)."""
+    if entry.kind != "math":
+        raise ValueError(f"{entry.name!r} is a {entry.kind} world, not a math world")
+    return MathWorld(
+        name=entry.name, title=entry.title, dials=getattr(P, entry.grammar),
+        ladder=entry.ladder, draft=entry.role("draft"), target=entry.role("target"),
+        strong=entry.role("strong"), context_free=entry.context_free,
+        order_in_blocks=entry.order_in_blocks, prompt_length=entry.prompt_length,
+        decode=entry.decode)
 
 
-def ladder_world(ladder: str) -> MathWorld:
-    """The math world of ``train_math.WORLDS[ladder]``: its dials and its ladder
-    (``dlmspec/<folder>/small|base|large``), with the ``math`` world's decode and
-    traits. ``"free"`` is ``MATH`` itself; ``"narrow"`` is named ``math_narrow``."""
-    if ladder not in train_math.WORLDS:
-        raise ValueError(f"ladder must be one of {sorted(train_math.WORLDS)}, "
-                         f"got {ladder!r}")
-    dials, folder = train_math.WORLDS[ladder]
-    names = tuple(f"dlmspec/{folder}/{s}" for s in ("small", "base", "large"))
-    if names == MATH.ladder:
-        return MATH
-    prompt_length, gen_length = train_math.LAYOUTS.get(
-        ladder, (train_math.PROMPT_LENGTH, train_math.GEN_LENGTH))
-    return replace(MATH, name=f"math_{ladder}",
-                   title=f"grade-school math, {ladder} solutions", dials=dials,
-                   ladder=names, draft=names[0], target=names[1], strong=names[2],
-                   prompt_length=prompt_length,
-                   decode={**MATH.decode, "gen_length": gen_length})
-
-
-# the narrow world (problems.NARROW, data/models/math/): the claims' math world
-# from 2026-12-04 to 12-06, measured on the models page as a dated record
-MATH_NARROW = ladder_world("narrow")
+# The claims' math world: the free world since 2026-12-06 (issue 42, item 5),
+# the world whose ladder trained to the paper's regime (models page); the
+# narrow world, the claims' from 2026-12-04 to 12-06, stays a dated record (the
+# models page) and a point of the regime page (catalogue: math_narrow).
+MATH = math_world(catalogue.get("math"))
+MATH_NARROW = math_world(catalogue.get("math_narrow"))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .. import catalogue
 from .world import World
 
 
@@ -98,12 +99,15 @@ class ProseWorld(World):
         return brown_token_counts(tokenizer, vocab_size=vocab_size)
 
 
-PROSE = ProseWorld(
-    name="prose",
-    title="Brown prose",
-    ladder=("dlmspec/small", "dlmspec/base", "dlmspec/large"),
-    draft="dlmspec/small",
-    target="dlmspec/base",
-    strong="dlmspec/large",
-    decode=dict(gen_length=48, block_length=16, threshold=0.9),
-)
+def prose_world(entry: catalogue.Entry) -> ProseWorld:
+    """The prose world of a catalogue entry: its ladder, roles and decode."""
+    if entry.kind != "prose":
+        raise ValueError(f"{entry.name!r} is a {entry.kind} world, not a prose world")
+    return ProseWorld(name=entry.name, title=entry.title, ladder=entry.ladder,
+                      draft=entry.role("draft"), target=entry.role("target"),
+                      strong=entry.role("strong"), decode=entry.decode,
+                      context_free=entry.context_free,
+                      order_in_blocks=entry.order_in_blocks)
+
+
+PROSE = prose_world(catalogue.get("prose"))

@@ -1,0 +1,105 @@
+"""The catalogue of worlds (issue 47): one entry per world, read by everything.
+
+Each entry must build its world, and every place that needs a world's facts
+reads them from the entry: the worlds, the parameter rules, the runner, the
+claims' glue suffixes, training and the decoder's list of embedded models (the
+one copy left, since ``decoding/`` imports nothing; checked equal here).
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from dlmspec_min import catalogue
+from dlmspec_min.decoding import denoisers
+from dlmspec_min.paths import models_dir
+from dlmspec_min.plumbing import claims, params
+from dlmspec_min.texts import problems as P
+from dlmspec_min.training import train_math
+from dlmspec_min.worlds import WORLDS, get_world
+
+MATH_WORLDS = [e.name for e in catalogue.ENTRIES if e.kind == "math"]
+
+
+def test_the_catalogue_imports_no_torch_and_nothing_of_the_package():
+    code = ("import sys, dlmspec_min.catalogue as c; "
+            "mods = [m for m in sys.modules if m.startswith('dlmspec_min.')]; "
+            "assert 'torch' not in sys.modules, 'torch'; "
+            "assert mods == ['dlmspec_min.catalogue'], mods")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_names_are_unique_and_the_default_and_book_worlds_come_first():
+    assert len(set(catalogue.NAMES)) == len(catalogue.ENTRIES)
+    assert catalogue.NAMES[0] == catalogue.DEFAULT == "prose"
+    assert catalogue.BOOK == ("prose", "math")
+    assert claims.WORLD_SUFFIXES == {"prose": "", "math": "_math"}
+    with pytest.raises(ValueError, match="unknown world 'poetry'; use one of prose, "
+                                         "math, math_narrow"):
+        catalogue.get("poetry")
+
+
+@pytest.mark.parametrize("name", catalogue.NAMES)
+def test_every_entry_builds_its_world_with_the_entrys_facts(name):
+    entry, world = catalogue.get(name), get_world(name)
+    assert world is WORLDS[name] and world.name == name
+    assert world.title == entry.title and world.ladder == entry.ladder
+    assert (world.draft, world.target, world.strong) == tuple(
+        entry.role(r) for r in catalogue.ROLES)
+    assert set(world.ladder) >= {world.draft, world.target, world.strong}
+    assert world.decode == entry.decode
+    assert world.context_free == entry.context_free
+    assert world.order_in_blocks == entry.order_in_blocks
+    assert entry.gen_length % entry.block_length == 0
+    if entry.kind == "math":
+        assert world.dials == getattr(P, entry.grammar)
+        assert world.dials == train_math.dials_of_world(name)
+        assert (world.prompt_length, world.decode["gen_length"]) == entry.layout
+        assert train_math.ladder_dir(name) == models_dir() / entry.folder
+    else:
+        assert entry.grammar is None
+
+
+@pytest.mark.parametrize("name", catalogue.NAMES)
+def test_an_entrys_defaults_are_parameters_the_rules_check(name):
+    defaults = catalogue.get(name).defaults
+    assert set(defaults) <= set(params.RULES)
+    for k, v in defaults.items():
+        params.check(k, v)
+
+
+def test_the_decoders_embedded_models_are_the_catalogues_ladders():
+    assert set(denoisers.EMBEDDED_MODELS) == {
+        catalogue.EMBEDDED + m for m in catalogue.embedded_models()}
+    # its hint for training a missing rung names the rung's world
+    for name in MATH_WORLDS:
+        folder = catalogue.get(name).folder
+        assert denoisers.MATH_FOLDER_WORLDS.get(folder, folder) == name
+
+
+def test_training_trains_exactly_the_math_worlds():
+    assert train_math.LADDERS == tuple(MATH_WORLDS)
+    assert (train_math.PROMPT_LENGTH, train_math.GEN_LENGTH) == catalogue.get(
+        "math").layout
+    with pytest.raises(ValueError, match="world must be one of the math worlds"):
+        train_math.ladder_dir("prose")
+
+
+def test_a_model_belongs_to_the_world_whose_ladder_names_it():
+    assert catalogue.of_model("dlmspec/base").name == "prose"
+    assert catalogue.of_model("dlmspec/math_free/large").name == "math"
+    assert catalogue.of_model("dlmspec/math/small").name == "math_narrow"
+    assert catalogue.of_model("dlmspec/math_chains/base").name == "math_chains"
+    assert catalogue.of_model("GSAI-ML/LLaDA-8B-Base") is None
+    # worlds that share rows may lend each other models, others may not
+    math, narrow = catalogue.get("math"), catalogue.get("math_narrow")
+    assert math.shares_rows(narrow)
+    assert not math.shares_rows(catalogue.get("math_chains"))
+    assert not math.shares_rows(catalogue.get("prose"))
+
+
+def test_train_command_names_the_world():
+    assert catalogue.get("math_order").train_command.format(size="base") == (
+        "python -m dlmspec_min.training.train_math --world math_order --size base")
+    assert "training.train --size" in catalogue.get("prose").train_command
