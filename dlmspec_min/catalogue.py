@@ -41,9 +41,9 @@ class Entry:
     """One world. ``kind`` says which module of ``worlds/`` builds it (``prose``,
     ``math``); ``grammar`` (math) names the ``texts.problems`` dial set that writes
     its problems. ``folder``: where its ladder lives under ``data/models/`` (``""``:
-    the folder itself, the prose ladder); ``sizes``: the rungs that exist or are
-    planned, and ``draft``, ``target``, ``strong`` the rungs of the claims'
-    roles. ``prompt_source`` .. ``K``: the world's default decode and prompts,
+    the folder itself, the prose ladder); ``sizes``: its rungs, trained or not
+    (a page that needs a missing rung names it and the command that trains
+    it), and ``draft``, ``target``, ``strong`` the rungs of the claims' roles. ``prompt_source`` .. ``K``: the world's default decode and prompts,
     the values a claim page runs at in this world unless told otherwise.
     ``profile``: the folder of ``notebooks/profiles/`` whose files hold this
     world's sizes per notebook. ``book``: the book runs every claim page in it
@@ -156,17 +156,16 @@ ENTRIES: tuple[Entry, ...] = (
                   "the claims' math world until 2026-12-06; a point of the regime "
                   "page and a dated record on the models page."),
     Entry(name="math_order", title="grade-school math, free operand order",
-          folder="math_order", grammar="ORDER", sizes=("small", "base"),
-          strong="base", **_MATH,
+          folder="math_order", grammar="ORDER", **_MATH,
           history="Content freedom alone (problems.ORDER): a setting of the regime "
-                  "page (issue 42); small and base only."),
+                  "page (issue 42); small and base trained, large not (C7 in this "
+                  "world says how to train it)."),
     Entry(name="math_chains", title="grade-school math, chained steps",
-          folder="math_chains", grammar="CHAINS", sizes=("small", "base"),
-          strong="base",
+          folder="math_chains", grammar="CHAINS",
           **{**_MATH, "prompt_length": 48, "gen_length": 64},
           history="3-4 chained steps, each result used by the next (problems.CHAINS), "
                   "rows of 48 + 64 decoded in two blocks of 32: a setting of the "
-                  "regime page (issue 46); small and base only."),
+                  "regime page (issue 46); small trained, base and large not yet."),
 )
 WORLDS: dict[str, Entry] = {e.name: e for e in ENTRIES}
 NAMES: tuple[str, ...] = tuple(WORLDS)

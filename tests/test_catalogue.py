@@ -103,3 +103,19 @@ def test_train_command_names_the_world():
     assert catalogue.get("math_order").train_command.format(size="base") == (
         "python -m dlmspec_min.training.train_math --world math_order --size base")
     assert "training.train --size" in catalogue.get("prose").train_command
+
+
+def test_a_rung_this_machine_lacks_is_refused_before_any_kernel_with_its_command(
+        capsys):
+    """math_order has no large rung: C7 in that world says so and how to train
+    it, as one line and exit 2, before a kernel starts."""
+    from dlmspec_min.plumbing import run
+
+    page = models_dir().parents[1] / "notebooks" / "07_strong_model.md"
+    assert not (models_dir() / "math_order" / "large" / "config.json").exists()
+    assert run.main([str(page), "-p", "world", "math_order"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert ("large_model='dlmspec/math_order/large': the math_order world's rung "
+            "large is not trained") in err
+    assert "train_math --world math_order --size large" in err

@@ -42,11 +42,11 @@ EMBEDDED_SIZES = ("small", "base", "large")  # the prose world's ladder
 # again because this folder imports nothing of the rest of the package
 # (tests/test_catalogue.py keeps the two equal): math_free/ (the claims' math
 # world, "math"), math/ ("math_narrow"), math_order/ and math_chains/ (regime
-# settings, small and base only)
+# settings; not every rung is trained)
 EMBEDDED_MATH_SIZES = ("math_free/small", "math_free/base", "math_free/large",
                        "math/small", "math/base", "math/large",
-                       "math_order/small", "math_order/base",
-                       "math_chains/small", "math_chains/base")
+                       "math_order/small", "math_order/base", "math_order/large",
+                       "math_chains/small", "math_chains/base", "math_chains/large")
 # the catalogue world of a math ladder folder (tested against the catalogue)
 MATH_FOLDER_WORLDS = {"math_free": "math", "math": "math_narrow"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")

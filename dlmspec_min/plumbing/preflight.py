@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import catalogue
 from ..decoding.files import has_weights
 from . import gpus as gpu_info
 from .params import config_of
@@ -157,6 +158,25 @@ def _cache_problem(values: dict, env: dict) -> str | None:
     return None
 
 
+def _untrained_problem(values: dict) -> str | None:
+    """A rung of a world's ladder that this machine lacks (``catalogue``: every
+    rung is named, trained or not): its name and the command that trains it."""
+    from ..decoding.files import models_dir
+
+    for name in MODEL_PARAMETERS:
+        value = values.get(name)
+        world = catalogue.of_model(value) if isinstance(value, str) else None
+        if world is None:
+            continue
+        folder = models_dir() / value.removeprefix(catalogue.EMBEDDED)
+        if not (folder / "config.json").is_file():
+            how = world.train_command.format(size=folder.name)
+            return (f"parameter {name}={value!r}: the {world.name} world's rung "
+                    f"{folder.name} is not trained on this machine ({folder} has no "
+                    f"config.json); train it with `{how}`, or name another model")
+    return None
+
+
 def check(values: dict, gpus: list | None = None, env: dict | None = None) -> None:
     """Raise ``ValueError`` (one line) for the first parameter this machine cannot
     run; ``gpus``: the GPUs the run will see (default ``gpus.visible_gpus()``)."""
@@ -167,6 +187,7 @@ def check(values: dict, gpus: list | None = None, env: dict | None = None) -> No
                                lambda: gpu_info.mps_available(env), env)
                or _dtype_problem(values, gpus or [])
                or _remote_code_problem(values)
-               or _cache_problem(values, env))
+               or _cache_problem(values, env)
+               or _untrained_problem(values))
     if problem:
         raise ValueError(problem)
