@@ -43,8 +43,9 @@ class Entry:
     its problems. ``folder``: where its ladder lives under ``data/models/`` (``""``:
     the folder itself, the prose ladder); ``sizes``: its rungs, trained or not
     (a page that needs a missing rung names it and the command that trains
-    it), and ``draft``, ``target``, ``strong`` the rungs of the claims' roles. ``prompt_source`` .. ``K``: the world's default decode and prompts,
-    the values a claim page runs at in this world unless told otherwise.
+    it), and ``draft``, ``target``, ``strong`` the rungs of the claims' roles.
+    ``prompt_source`` .. ``K``: the world's default decode and prompts, the
+    values a claim page runs at in this world unless told otherwise.
     ``profile``: the folder of ``notebooks/profiles/`` whose files hold this
     world's sizes per notebook. ``book``: the book runs every claim page in it
     (a column of the dashboard). ``history``: what was decided, and when."""

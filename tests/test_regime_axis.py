@@ -190,6 +190,22 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     assert all(len(ax.collections) + len(ax.lines) >= 1 for ax in fig.axes)
     assert v["r_missing_note"] == (f"nan: {' and '.join(missing)} not measured; the "
                                    "table's status row says why")
+    for name in ("narrow", "free", "free_fine"):  # C8 along the axis, per setting
+        assert 0 <= v[f"r_{name}_info_draft_lo"] <= v[f"r_{name}_info_draft"] <= v[
+            f"r_{name}_info_draft_hi"]
+        assert v[f"r_{name}_info_target"] >= 0
+        alpha = v[f"r_{name}_alpha"]  # a random draft may hit nothing: inf bits
+        assert v[f"r_{name}_neglog_alpha"] == (
+            pytest.approx(-math.log2(alpha)) if alpha > 0 else math.inf)
+    assert math.isnan(v["r_order_info_draft"])
+    fitted = [n for n in ("narrow", "free", "free_fine")
+              if math.isfinite(v[f"r_{n}_neglog_alpha"])]
+    assert v["r_c8_n"] == len(fitted)
+    if len(fitted) >= 3:
+        assert math.isfinite(v["r_c8_slope"]) and 0 <= v["r_c8_r2"] <= 1
+    else:
+        assert math.isnan(v["r_c8_slope"]) and v["r_c8_worst"] == "none"
+    assert (ra.draw_c8(m) is not None) == bool(fitted)
     fine = v["r_free_fine_alpha"]
     assert 0 <= v["r_free_fine_alpha_lo"] <= fine <= v["r_free_fine_alpha_hi"] <= 1
     assert v["r_free_fine_c4_verdict"] == "not measured: fine IDs are tokens"
@@ -334,3 +350,36 @@ def test_c3_refuses_an_unknown_anchor_unit_before_any_work():
     with pytest.raises(ValueError, match="anchor_unit must be one of"):
         c3m.measure(None, torch.zeros(1, 2, dtype=torch.long), **kw,
                     anchor_unit="line")
+
+
+def test_information_bits_average_anchors_in_bits_per_codebook_with_an_interval():
+    import pandas as pd
+
+    ln2 = math.log(2)
+    a = pd.DataFrame({"seq": [0, 0, 1], "sid_info_draft": [ln2, ln2, 4 * ln2],
+                      "sid_info_verify": [0.0, 0.0, ln2]})
+    b = pd.DataFrame({"seq": [0, 1], "sid_info_draft": [2 * ln2, 2 * ln2],
+                      "sid_info_verify": [0.0, 0.0]})
+    got = ra.information_bits([a, b], n_bootstrap=200, seed=0)
+    assert got["info_draft"] == pytest.approx((6 / 3 + 4 / 2) / 2)  # 2 bits each
+    assert got["info_target"] == pytest.approx((1 / 3 + 0) / 2)
+    assert got["info_draft_lo"] <= got["info_draft"] <= got["info_draft_hi"]
+    assert got == ra.information_bits([a, b], n_bootstrap=200, seed=0)
+    assert math.isnan(ra.information_bits([], 10, 0)["info_draft"])
+
+
+def test_c8_fit_finds_an_exact_line_and_names_the_setting_off_it():
+    v = {}
+    for name, bits in (("a", 1.0), ("b", 2.0), ("c", 3.0), ("d", 4.0)):
+        v[f"r_{name}_info_draft"] = bits
+        v[f"r_{name}_neglog_alpha"] = 0.5 * bits
+    fit = ra.c8_fit(v, ["a", "b", "c", "d", "missing"])
+    assert fit["c8_n"] == 4
+    assert fit["c8_slope"] == pytest.approx(0.5) and fit["c8_r2"] == pytest.approx(1)
+    assert fit["c8_ratio_min"] == pytest.approx(0.5) == fit["c8_ratio_max"]
+    v["r_b_neglog_alpha"] = 5.0  # one setting off the line (not at an end)
+    off = ra.c8_fit(v, ["a", "b", "c", "d"])
+    assert off["c8_worst"] == "b" and off["c8_r2"] < 1
+    assert "farthest from the line: b" in off["c8_note"]
+    few = ra.c8_fit(v, ["a", "b"])
+    assert math.isnan(few["c8_slope"]) and few["c8_note"].startswith("fewer than")

@@ -23,6 +23,8 @@ from ..measures import judge as judges
 from ..measures import quality, regime, stats
 from ..measures.order import row_generators
 from ..ssld import accelerators, codebooks, drafting, inputs, win_condition
+from ..ssld.decoder import verify_logits
+from ..ssld.information import anchor_table
 from ..worlds import PROSE, World
 from .common import Measurement, Models
 
@@ -312,7 +314,7 @@ def measure(
     threshold: float, temperature: float, K: int, levels: int, n_train: int,
     n_repeats: int, n_timed: int, n_bootstrap: int, seed: int, n_codebooks: int,
     tau_paper: float | None = None, world: World = PROSE, judge: str = judges.SMOLLM2,
-    anchor_unit: str = "word",
+    anchor_unit: str = "word", information: bool = False,
 ) -> WinCondition:
     """C3's measurement on ``prompt`` (B, P), one sample per row (SPEC.md 3.1, 5).
 
@@ -325,6 +327,10 @@ def measure(
     ``anchor_unit``: the anchors alpha, the head and SSLD work on
     (``inputs.anchor_mask``): ``"word"``, the book's (a content word's first
     piece), or ``"piece"``, every content piece (the regime page's fine IDs).
+    ``information``: also record, per codebook, what the best draft's and the
+    target's one-shot views leave open about each anchor's ID (``arrays
+    ["anchor_information"]``: ``information.anchor_table``'s ``sid_info_draft``
+    and ``sid_info_verify``, nats), for C8 along the regime axis.
     """
     if anchor_unit not in inputs.ANCHOR_UNITS:
         raise ValueError(f"anchor_unit must be one of {inputs.ANCHOR_UNITS}, got "
@@ -362,15 +368,21 @@ def measure(
     anchors_piece = inputs.anchor_mask(tok, ref.tokens, lexicon, unit="piece")[:, P:]
     if anchor_unit == "piece":
         anchors = anchors_piece
+    verify = verify_logits(target, prompt, gen_length)  # the target's one-shot view
     books = codebooks.codebooks(target, draft_den, tok, world, prompt, tokens,
                                 anchors, K, book_seeds, levels=levels, n_train=n_train,
-                                n_boot=n_bootstrap, boot_seed=seed, unit=anchor_unit)
+                                n_boot=n_bootstrap, boot_seed=seed, unit=anchor_unit,
+                                verify=verify)
     first = books[book_seeds[0]]  # the codebook SSLD runs with end to end
     sid, drafters = first.sid, first.drafters
     table, alpha_values = acceptance(books, target, tokens, anchors, anchors_piece, L,
                                      a_star, n_bootstrap, seed)
     v |= alpha_values
     best, alpha, alpha_hi = v["c3_best"], v["c3_alpha"], v["c3_alpha_hi"]
+    if information:  # per codebook: the bits each view leaves open, per anchor
+        kept = ["seq", "sid_info_draft", "sid_info_verify"]
+        info = [anchor_table(tokens, anchors, verify, b.outputs[best], b.sid,
+                             target.mask_id)[kept] for b in books.values()]
     gamma, c = v["c3_gamma"], v["c3_c"]
     robust, robust_values = robust_table(books, tokens, anchors, a_star)
     v |= robust_values
@@ -451,4 +463,6 @@ def measure(
     out.n_clusters = sid.n_clusters
     # the IDs the target wrote at the anchors, per codebook (what an ID tells)
     out.arrays["anchor_ids"] = [b.sid(tokens)[anchors].cpu() for b in books.values()]
+    if information:
+        out.arrays["anchor_information"] = info
     return out

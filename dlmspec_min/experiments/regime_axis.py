@@ -76,6 +76,10 @@ COLUMNS = {
     "copy_acc": "target: copy", "answer_acc": "target: answers",
     "arith_acc": "target: arithmetic", "ended_share": "target: ended",
     "competent": "target competent",
+    "info_draft": "bits the draft lacks", "info_draft_lo": "bits the draft lacks low",
+    "info_draft_hi": "bits the draft lacks high",
+    "info_target": "bits the target's one-shot view lacks",
+    "neglog_alpha": "-log2 alpha_SID",
 }
 # The semantic IDs a setting's verdicts use (book/claims.yml, checks: regime):
 # ``kmeans``, C2's (K k-means clusters, the page's K; one anchor per content
@@ -144,6 +148,119 @@ def id_information(anchor_ids: list) -> tuple[float, float]:
     return float(np.mean(bits)), float(np.mean(major))
 
 
+def information_bits(tables: list, n_bootstrap: int, seed: int) -> dict[str, float]:
+    """C8 along the axis: the bits a one-shot view leaves open about an anchor's
+    ID, from ``c3_win_condition.measure(information=True)``'s per-codebook
+    tables (``information.anchor_table``: ``sid_info_draft``, -ln q_draft(s),
+    the best draft's; ``sid_info_verify``, -ln q(s) under the target's own
+    all-masked pass; s the ID the target wrote). Each is the mean over anchors
+    in bits, averaged over codebooks; the draft's has a 95 % interval from a
+    bootstrap over sequences (the same resampled sequences in every codebook)."""
+    if not tables or not all(len(t) for t in tables):
+        return {"info_draft": math.nan, "info_draft_lo": math.nan,
+                "info_draft_hi": math.nan, "info_target": math.nan}
+    seqs = np.unique(np.concatenate([t["seq"].to_numpy() for t in tables]))
+    at = {s: i for i, s in enumerate(seqs)}
+
+    def per_seq(t, col):  # (B,) sums of bits and (B,) anchor counts per sequence
+        i = np.array([at[s] for s in t["seq"]])
+        bits = t[col].to_numpy() / math.log(2)
+        return (np.bincount(i, bits, len(seqs)),
+                np.bincount(i, minlength=len(seqs)).astype(float))
+
+    draft = [per_seq(t, "sid_info_draft") for t in tables]
+    target = [per_seq(t, "sid_info_verify") for t in tables]
+
+    def mean_of(parts, idx=slice(None)):
+        return float(np.mean([s[idx].sum() / n[idx].sum() for s, n in parts]))
+
+    rng = np.random.default_rng(seed)
+    boots = [mean_of(draft, rng.integers(0, len(seqs), len(seqs)))
+             for _ in range(n_bootstrap)]
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return {"info_draft": mean_of(draft), "info_draft_lo": float(lo),
+            "info_draft_hi": float(hi), "info_target": mean_of(target)}
+
+
+def c8_fit(v: dict[str, Any], names) -> dict[str, Any]:
+    """C8 as a prediction along the axis (issue 46, item 4; DERIVED): the paper
+    explains the failure by the information the draft lacks, so -log2 alpha_SID
+    should track the bits the draft lacks. Over the measured ``names``: an
+    ordinary least-squares line of -log2 alpha_SID on those bits (statsmodels,
+    slope with its 95 % interval), its R^2, and the setting farthest from it.
+    A perfect match is the line y = x; Jensen's inequality puts -log2 of a mean
+    hit rate at or below the mean bits when the draft's guess is its most
+    probable ID."""
+    import statsmodels.api as sm
+
+    rows = [(n, v[f"r_{n}_info_draft"], v[f"r_{n}_neglog_alpha"]) for n in names
+            if np.isfinite(v.get(f"r_{n}_info_draft", math.nan))
+            and np.isfinite(v.get(f"r_{n}_neglog_alpha", math.nan))]
+    out = {"c8_n": len(rows)}
+    if len(rows) < 3:
+        return out | {k: math.nan for k in ("c8_slope", "c8_slope_lo", "c8_slope_hi",
+                                            "c8_intercept", "c8_r2",
+                                            "c8_worst_residual")} | {
+            "c8_worst": "none", "c8_note": "fewer than three settings are measured"}
+    x = np.array([r[1] for r in rows])
+    y = np.array([r[2] for r in rows])
+    fit = sm.OLS(y, sm.add_constant(x)).fit()
+    lo, hi = fit.conf_int(0.05)[1]
+    resid = y - fit.predict(sm.add_constant(x))
+    worst = int(np.argmax(np.abs(resid)))
+    ratio = y / x
+    out |= {"c8_slope": float(fit.params[1]), "c8_slope_lo": float(lo),
+            "c8_slope_hi": float(hi), "c8_intercept": float(fit.params[0]),
+            "c8_r2": float(fit.rsquared), "c8_worst": rows[worst][0],
+            "c8_worst_residual": float(resid[worst]),
+            "c8_ratio_min": float(ratio.min()), "c8_ratio_max": float(ratio.max())}
+    out["c8_note"] = (
+        f"over {len(rows)} settings, -log2 alpha_SID = {fit.params[0]:.2f} + "
+        f"{fit.params[1]:.2f} [{lo:.2f}, {hi:.2f}] x (bits the draft lacks), "
+        f"R^2 {fit.rsquared:.2f}; -log2 alpha_SID is {ratio.min():.2f} to "
+        f"{ratio.max():.2f} times the bits; farthest from the line: "
+        f"{rows[worst][0]} ({resid[worst]:+.2f} bits)")
+    return out
+
+
+def draw_c8(m: Measurement):
+    """-log2 alpha_SID against the bits the draft lacks, per measured setting,
+    with 95 % intervals, the fitted line and y = x. None when nothing is
+    measured."""
+    import matplotlib.pyplot as plt
+
+    long = m.arrays["long"]
+    long = long[np.isfinite(long["info_draft"].astype(float))
+                & np.isfinite(long["neglog_alpha"].astype(float))]
+    if not len(long):
+        return None
+    x, xlo, xhi = (long[k].astype(float) for k in ("info_draft", "info_draft_lo",
+                                                     "info_draft_hi"))
+    y = long["neglog_alpha"].astype(float)
+    top = float(max(x.max(), y.max())) * 1.15
+    with np.errstate(divide="ignore"):  # an interval down to alpha 0: to the edge
+        ylo = -np.log2(long["alpha_hi"].astype(float))
+        yhi = np.minimum(-np.log2(long["alpha_lo"].astype(float)), top)
+    fig, ax = plt.subplots(figsize=(5.0, 3.8), constrained_layout=True)
+    ax.errorbar(x, y, xerr=np.clip(np.vstack([x - xlo, xhi - x]), 0, None),
+                yerr=np.clip(np.vstack([y - ylo, yhi - y]), 0, None), fmt="o",
+                capsize=3, label="settings")
+    for xi, yi, name in zip(x, y, long.setting, strict=True):
+        ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(5, 3),
+                    fontsize=7)
+    ax.plot([0, top], [0, top], color="grey", lw=0.8, ls=":", label="y = x")
+    v = m.values
+    if np.isfinite(v.get("r_c8_slope", math.nan)):
+        xs = np.array([0, top])
+        ax.plot(xs, v["r_c8_intercept"] + v["r_c8_slope"] * xs, color="C1", lw=1,
+                label=f"fit: slope {v['r_c8_slope']:.2f}, R^2 {v['r_c8_r2']:.2f}")
+    ax.set_xlabel("bits the draft lacks about an anchor's ID", fontsize=9)
+    ax.set_ylabel("-log2 alpha_SID", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    plt.close(fig)
+    return fig
+
+
 def competence(target: str, bars: dict[str, float]) -> dict[str, Any]:
     """The target's last evaluation in its ``training.json`` (copy, answers,
     arithmetic, ended on held-out questions) and whether it clears ``bars``
@@ -204,7 +321,7 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
     c3 = c3m.measure(models, prompt, **decode, K=k_ids, levels=1, n_train=n_train,
                      n_repeats=1, n_timed=1, n_bootstrap=n_bootstrap, seed=seed,
                      n_codebooks=n_codebooks, world=world,
-                     anchor_unit=INSTRUMENTS[ids])
+                     anchor_unit=INSTRUMENTS[ids], information=True)
     v3 = c3.values
     if ids == "fine":
         v4 = {"c4_ratio": math.nan, "c4_ratio_lo": math.nan, "c4_ratio_hi": math.nan}
@@ -246,6 +363,8 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
         "c4_verdict": c4_verdict,
         "id_bits": id_bits, "majority_chance": majority, "n_ids": k_ids,
         "decide_n": math.nan if decide is None else float(decide),
+        **information_bits(c3.arrays["anchor_information"], n_bootstrap, seed),
+        "neglog_alpha": -math.log2(v3["c3_alpha"]) if v3["c3_alpha"] > 0 else math.inf,
     }
 
 
@@ -323,6 +442,7 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
               for ids in INSTRUMENTS}
     v["r_summary"] = summary(v, by_ids["kmeans"])  # the two IDs apart
     v["r_summary_fine"] = summary(v, by_ids["fine"])
+    v.update({f"r_{k}": x for k, x in c8_fit(v, list(settings)).items()})
     table = pd.DataFrame(rows).set_index("setting")
     long = pd.DataFrame([dict(setting=name, **{k: v[f"r_{name}_{k}"] for k in COLUMNS})
                          for name in settings])
@@ -336,6 +456,7 @@ SHOWN = {  # column -> (its low, its high) in ``measure``'s table
     "alpha_SID": ("alpha_SID low", "alpha_SID high"),
     "cluster gain": ("cluster gain low", "cluster gain high"),
     "trajectory gain": ("trajectory gain low", "trajectory gain high"),
+    "bits the draft lacks": ("bits the draft lacks low", "bits the draft lacks high"),
 }
 
 
@@ -356,6 +477,8 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
                         ("alpha* - alpha_SID high", 3),
                         ("trajectory = base policy (share)", 3),
                         ("bits per anchor ID", 2), ("majority-ID chance", 3),
+                        ("bits the target's one-shot view lacks", 2),
+                        ("-log2 alpha_SID", 2),
                         ("IDs (K)", 0),
                         ("target: copy", 2), ("target: answers", 2),
                         ("target: arithmetic", 2), ("target: ended", 2)):
