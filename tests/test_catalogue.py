@@ -119,3 +119,18 @@ def test_a_rung_this_machine_lacks_is_refused_before_any_kernel_with_its_command
     assert ("large_model='dlmspec/math_order/large': the math_order world's rung "
             "large is not trained") in err
     assert "train_math --world math_order --size large" in err
+
+
+def test_the_seed_page_checks_each_of_its_runs_in_its_world_before_it_starts(capsys):
+    from dlmspec_min.plumbing import run
+
+    page = models_dir().parents[1] / "notebooks" / "10_seeds.md"
+    assert run.main([str(page), "-p", "world", "math_order", "--print-parameters"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: the seed page's run of C7 at seed 0: parameter "
+                          "large_model='dlmspec/math_order/large'")
+    # without C7 the plan runs in that world: its parameters, checked, as YAML
+    assert run.main([str(page), "-p", "world", "math_order", "-p", "claims",
+                     "['C2', 'C3']", "--print-parameters"]) == 0
+    out = capsys.readouterr().out
+    assert "world: math_order" in out and "- C7" not in out

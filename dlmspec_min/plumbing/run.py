@@ -196,9 +196,16 @@ def check_relations(notebook_params: dict[str, dict], values: dict[str, object])
         raise ParameterError(str(e)) from None
     if all(n in merged for n in SEED_PLAN):  # the seed page: each run, by this runner
         try:
-            prepare_runs(*(merged[n] for n in SEED_PLAN), claims.load_registry())
+            prepare_runs(*(merged[n] for n in SEED_PLAN), claims.load_registry(),
+                         world=_other_world(merged))
         except ValueError as e:
             raise ParameterError(f"parameters {', '.join(SEED_PLAN)}: {e}") from None
+
+
+def _other_world(merged: dict[str, object]) -> str | None:
+    """The seed page's world where it is not the default (its runs take it)."""
+    world = merged.get("world")
+    return None if world in (None, catalogue.DEFAULT) else str(world)
 
 
 def check_machine(notebook_params: dict[str, dict], values: dict[str, object],
@@ -206,10 +213,20 @@ def check_machine(notebook_params: dict[str, dict], values: dict[str, object],
     """What this machine cannot run (``preflight.check``: device, dtype, remote
     code, the local model cache), on the defaults overridden by ``values``;
     ``gpus``: the GPUs the run will see (default: the visible ones)."""
+    merged = with_defaults(notebook_params, values)
     try:
-        preflight.check(with_defaults(notebook_params, values), gpus, env)
+        preflight.check(merged, gpus, env)
     except ValueError as e:
         raise ParameterError(str(e)) from None
+    if all(n in merged for n in SEED_PLAN):  # the seed page: each of its runs too
+        for c, s, _, run_values in prepare_runs(
+                *(merged[n] for n in SEED_PLAN), claims.load_registry(),
+                world=_other_world(merged)):
+            try:
+                preflight.check(run_values, gpus, env)
+            except ValueError as e:
+                raise ParameterError(f"the seed page's run of {c} at seed {s}: {e}"
+                                     ) from None
 
 
 def world_profile(notebook: Path, world: str) -> Path:
