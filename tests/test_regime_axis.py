@@ -206,6 +206,11 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     else:
         assert math.isnan(v["r_c8_slope"]) and v["r_c8_worst"] == "none"
     assert (ra.draw_c8(m) is not None) == bool(fitted)
+    for name in ("narrow", "free"):  # beside Bits to Rounds: forwards per question
+        assert 1 <= v[f"r_{name}_threshold_nfe"] <= 32
+    assert v["r_rounds_settings"] == "narrow, order, free, chains"
+    assert v["r_rounds_n"] == 2 and math.isnan(v["r_rounds_slope"])  # order missing
+    assert ra.draw_rounds(m) is not None
     fine = v["r_free_fine_alpha"]
     assert 0 <= v["r_free_fine_alpha_lo"] <= fine <= v["r_free_fine_alpha_hi"] <= 1
     assert v["r_free_fine_c4_verdict"] == "not measured: fine IDs are tokens"
@@ -383,3 +388,15 @@ def test_c8_fit_finds_an_exact_line_and_names_the_setting_off_it():
     assert "farthest from the line: b" in off["c8_note"]
     few = ra.c8_fit(v, ["a", "b"])
     assert math.isnan(few["c8_slope"]) and few["c8_note"].startswith("fewer than")
+
+
+def test_rounds_fit_is_a_line_of_forwards_on_bits_over_three_worlds_or_more():
+    v = {}
+    for name, bits, nfe in (("a", 0.0, 3.0), ("b", 1.0, 5.0), ("c", 2.0, 7.0)):
+        v |= {f"r_{name}_glue_bits": bits / 2, f"r_{name}_content_bits": bits / 2,
+              f"r_{name}_threshold_nfe": nfe}
+    fit = ra.rounds_fit(v, ["a", "b", "c"])
+    assert fit["rounds_slope"] == pytest.approx(2.0)
+    assert fit["rounds_intercept"] == pytest.approx(3.0)
+    assert fit["rounds_r2"] == pytest.approx(1.0) and fit["rounds_n"] == 3
+    assert math.isnan(ra.rounds_fit(v, ["a", "b"])["rounds_slope"])

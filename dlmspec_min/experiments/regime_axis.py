@@ -80,6 +80,7 @@ COLUMNS = {
     "info_draft_hi": "bits the draft lacks high",
     "info_target": "bits the target's one-shot view lacks",
     "neglog_alpha": "-log2 alpha_SID",
+    "threshold_nfe": "threshold forwards per question",
 }
 # The semantic IDs a setting's verdicts use (book/claims.yml, checks: regime):
 # ``kmeans``, C2's (K k-means clusters, the page's K; one anchor per content
@@ -223,6 +224,58 @@ def c8_fit(v: dict[str, Any], names) -> dict[str, Any]:
     return out
 
 
+def rounds_fit(v: dict[str, Any], names) -> dict[str, Any]:
+    """Beside "From Bits to Rounds" (arXiv 2511.21103: a diffusion LM's decoding
+    rounds grow linearly with the answer's negative log-likelihood; DERIVED):
+    the threshold rule's forwards per question against the bits of free choice
+    in a solution (glue + content bits, exact from the grammar, not a model's
+    likelihood), an OLS line over the measured ``names`` (one setting per
+    world: the decodes of a world's settings are the same)."""
+    import statsmodels.api as sm
+
+    rows = [(n, v[f"r_{n}_glue_bits"] + v[f"r_{n}_content_bits"],
+             v[f"r_{n}_threshold_nfe"]) for n in names
+            if np.isfinite(v.get(f"r_{n}_threshold_nfe", math.nan))]
+    if len(rows) < 3:
+        return {"rounds_n": len(rows), "rounds_slope": math.nan,
+                "rounds_intercept": math.nan, "rounds_r2": math.nan}
+    x = np.array([r[1] for r in rows])
+    fit = sm.OLS(np.array([r[2] for r in rows]), sm.add_constant(x)).fit()
+    return {"rounds_n": len(rows), "rounds_slope": float(fit.params[1]),
+            "rounds_intercept": float(fit.params[0]), "rounds_r2": float(fit.rsquared)}
+
+
+def draw_rounds(m: Measurement):
+    """The threshold rule's forwards per question against a solution's bits of
+    free choice, one point per world, with ``rounds_fit``'s line. None when no
+    world is measured."""
+    import matplotlib.pyplot as plt
+
+    long = m.arrays["long"]
+    long = long[np.isfinite(long["threshold_nfe"].astype(float))
+                & long.setting.isin(m.values.get("r_rounds_settings", "").split(", "))]
+    if not len(long):
+        return None
+    x = (long["glue_bits"] + long["content_bits"]).astype(float)
+    y = long["threshold_nfe"].astype(float)
+    fig, ax = plt.subplots(figsize=(5.0, 3.4), constrained_layout=True)
+    ax.plot(x, y, "o")
+    for xi, yi, name in zip(x, y, long.setting, strict=True):
+        ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(5, 3),
+                    fontsize=7)
+    v = m.values
+    if np.isfinite(v.get("r_rounds_slope", math.nan)):
+        xs = np.linspace(0, float(x.max()) * 1.1, 2)
+        ax.plot(xs, v["r_rounds_intercept"] + v["r_rounds_slope"] * xs, color="C1",
+                lw=1, label=f"linear: {v['r_rounds_slope']:.2f} forwards per bit, "
+                            f"R^2 {v['r_rounds_r2']:.2f}")
+        ax.legend(fontsize=7, loc="upper left")
+    ax.set_xlabel("bits of free choice per solution (glue + content)", fontsize=9)
+    ax.set_ylabel("threshold rule: forwards per question", fontsize=9)
+    plt.close(fig)
+    return fig
+
+
 def draw_c8(m: Measurement):
     """-log2 alpha_SID against the bits the draft lacks, per measured setting,
     with 95 % intervals, the fitted line and y = x. None when nothing is
@@ -349,6 +402,8 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
         "threshold_tpf": float(acc.loc[THRESHOLD, "tokens_per_nfe"]),
         "threshold_tpf_lo": float(acc.loc[THRESHOLD, "low"]),
         "threshold_tpf_hi": float(acc.loc[THRESHOLD, "high"]),
+        "threshold_nfe": float(c3.arrays["nfe_by_accelerator"][THRESHOLD]
+                               .double().mean()),
         "tau_acc": v3["c3_tau_acc"], "tau_acc_lo": v3["c3_tau_acc_lo"],
         "tau_acc_hi": v3["c3_tau_acc_hi"], "strongest": v3["c3_strongest"],
         "alpha_star": v3["c3_alpha_star"], "alpha": v3["c3_alpha"],
@@ -443,6 +498,11 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
     v["r_summary"] = summary(v, by_ids["kmeans"])  # the two IDs apart
     v["r_summary_fine"] = summary(v, by_ids["fine"])
     v.update({f"r_{k}": x for k, x in c8_fit(v, list(settings)).items()})
+    per_world: dict[str, str] = {}  # each world's first setting (its decodes)
+    for name, setting in settings.items():
+        per_world.setdefault(setting["world"], name)
+    v["r_rounds_settings"] = ", ".join(per_world.values())
+    v.update({f"r_{k}": x for k, x in rounds_fit(v, list(per_world.values())).items()})
     table = pd.DataFrame(rows).set_index("setting")
     long = pd.DataFrame([dict(setting=name, **{k: v[f"r_{name}_{k}"] for k in COLUMNS})
                          for name in settings])
