@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-DEFAULT = "prose"  # every notebook's own defaults are this world's
+DEFAULT = "prose"  # the notebooks' own world: their parameters cells' defaults are
+# its values (each page's own sizes and decode; nothing is injected for it)
 ROLES = ("draft", "target", "strong")
 EMBEDDED = "dlmspec/"  # the project's own models: dlmspec/<folder>/<size>
 # a notebook parameter naming a model -> the ladder role it takes from its world

@@ -6,6 +6,7 @@ claims' glue suffixes, training and the decoder's list of embedded models (the
 one copy left, since ``decoding/`` imports nothing; checked equal here).
 """
 
+import shutil
 import subprocess
 import sys
 
@@ -13,7 +14,7 @@ import pytest
 
 from dlmspec_min import catalogue
 from dlmspec_min.decoding import denoisers
-from dlmspec_min.paths import models_dir
+from dlmspec_min.paths import REPO_ROOT, models_dir
 from dlmspec_min.plumbing import claims, params
 from dlmspec_min.texts import problems as P
 from dlmspec_min.training import train_math
@@ -105,14 +106,23 @@ def test_train_command_names_the_world():
     assert "training.train --size" in catalogue.get("prose").train_command
 
 
+@pytest.fixture
+def order_without_large(tmp_path, monkeypatch):
+    """A data folder whose math_order ladder has small and base but no large."""
+    for size in ("small", "base"):
+        folder = tmp_path / "models" / "math_order" / size
+        folder.mkdir(parents=True)
+        shutil.copy(models_dir() / "math_order" / size / "config.json", folder)
+    monkeypatch.setenv("DLMSPEC_DATA", str(tmp_path))
+
+
 def test_a_rung_this_machine_lacks_is_refused_before_any_kernel_with_its_command(
-        capsys):
-    """math_order has no large rung: C7 in that world says so and how to train
-    it, as one line and exit 2, before a kernel starts."""
+        order_without_large, capsys):
+    """C7 in a world whose large rung is missing says so and how to train it, as
+    one line and exit 2, before a kernel starts."""
     from dlmspec_min.plumbing import run
 
-    page = models_dir().parents[1] / "notebooks" / "07_strong_model.md"
-    assert not (models_dir() / "math_order" / "large" / "config.json").exists()
+    page = REPO_ROOT / "notebooks" / "07_strong_model.md"
     assert run.main([str(page), "-p", "world", "math_order"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
@@ -121,10 +131,11 @@ def test_a_rung_this_machine_lacks_is_refused_before_any_kernel_with_its_command
     assert "train_math --world math_order --size large" in err
 
 
-def test_the_seed_page_checks_each_of_its_runs_in_its_world_before_it_starts(capsys):
+def test_the_seed_page_checks_each_of_its_runs_in_its_world_before_it_starts(
+        order_without_large, capsys):
     from dlmspec_min.plumbing import run
 
-    page = models_dir().parents[1] / "notebooks" / "10_seeds.md"
+    page = REPO_ROOT / "notebooks" / "10_seeds.md"
     assert run.main([str(page), "-p", "world", "math_order", "--print-parameters"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: the seed page's run of C7 at seed 0: parameter "

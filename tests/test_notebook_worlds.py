@@ -83,11 +83,15 @@ def test_every_math_profile_belongs_to_a_notebook_that_takes_a_world():
 @pytest.mark.parametrize("folder", ["math", "math-full"])
 def test_a_profile_holds_only_what_differs_from_its_worlds_defaults(folder):
     """The world's models, prompts, decode and K live in its catalogue entry
-    alone; a profile holds sizes (issue 47)."""
-    world_keys = set(catalogue.get("math").defaults)
+    alone; a profile holds sizes (issue 47), and a world profile names its
+    world, so that papermill -f it alone fails loudly on the prose models."""
+    world_keys = set(catalogue.get("math").defaults) - {"world"}
     for f in sorted((NOTEBOOKS / "profiles" / folder).glob("*.yaml")):
         data = yaml.safe_load(f.read_text())
         assert not world_keys & set(data), (f.name, world_keys & set(data))
+        assert data.get("world", "math") == "math", f.name
+        if folder == "math":
+            assert data["world"] == "math", f.name
 
 
 @pytest.mark.parametrize("world", [w for w in catalogue.NAMES if w != "prose"])

@@ -383,6 +383,7 @@ def measure(
         kept = ["seq", "sid_info_draft", "sid_info_verify"]
         info = [anchor_table(tokens, anchors, verify, b.outputs[best], b.sid,
                              target.mask_id)[kept] for b in books.values()]
+    del verify  # (B, G, V): gigabytes at the paper's scale
     gamma, c = v["c3_gamma"], v["c3_c"]
     robust, robust_values = robust_table(books, tokens, anchors, a_star)
     v |= robust_values

@@ -25,7 +25,12 @@ greedy, threshold 0.9, blocks of 32):
 - **trajectory speculation**: its forwards against the threshold rule's on the
   same prompts (``t_speedup_vs_threshold`` of notebook 09, here from C3's
   accelerator decodes), a paired ratio bootstrap over prompts, beside seed 002's
-  2.6 -> 4.3 tokens per step (1.65x).
+  2.6 -> 4.3 tokens per step (1.65x);
+- **C8 along the axis** (``information_bits``, ``c8_fit``): the bits the best
+  draft's one-shot view lacks about each anchor's ID beside -log2 alpha_SID,
+  and a line across the settings;
+- **bits to rounds** (``rounds_fit``): the threshold rule's forwards per
+  question against each world's bits of free choice.
 
 A setting whose draft or target is not trained is a row that says so, its
 figures NaN; nothing is dropped.
@@ -165,7 +170,8 @@ def information_bits(tables: list, n_bootstrap: int, seed: int) -> dict[str, flo
 
     def per_seq(t, col):  # (B,) sums of bits and (B,) anchor counts per sequence
         i = np.array([at[s] for s in t["seq"]])
-        bits = t[col].to_numpy() / math.log(2)
+        # a probability that underflowed to 0: its bits capped, as information._nats
+        bits = np.minimum(t[col].to_numpy(), -math.log(1e-300)) / math.log(2)
         return (np.bincount(i, bits, len(seqs)),
                 np.bincount(i, minlength=len(seqs)).astype(float))
 
@@ -189,20 +195,31 @@ def c8_fit(v: dict[str, Any], names) -> dict[str, Any]:
     should track the bits the draft lacks. Over the measured ``names``: an
     ordinary least-squares line of -log2 alpha_SID on those bits (statsmodels,
     slope with its 95 % interval), its R^2, and the setting farthest from it.
-    A perfect match is the line y = x; Jensen's inequality puts -log2 of a mean
-    hit rate at or below the mean bits when the draft's guess is its most
-    probable ID."""
+    A perfect match is the line y = x. For a calibrated draft that guesses its
+    most probable ID, alpha >= E[q(s)] and Jensen's inequality put -log2 alpha
+    at or below the mean bits; a point above the line is a draft more confident
+    than it is right. The slope's interval is OLS's: it ignores the error of
+    each point's bits and that a world's two settings share models and
+    questions. A setting whose alpha_SID is 0 has no finite -log2 alpha: it is
+    left out of the fit and named in the note."""
     import statsmodels.api as sm
 
     rows = [(n, v[f"r_{n}_info_draft"], v[f"r_{n}_neglog_alpha"]) for n in names
             if np.isfinite(v.get(f"r_{n}_info_draft", math.nan))
-            and np.isfinite(v.get(f"r_{n}_neglog_alpha", math.nan))]
+            and np.isfinite(v.get(f"r_{n}_neglog_alpha", math.nan))
+            and v[f"r_{n}_info_draft"] > 0]
+    zero = [n for n in names if v.get(f"r_{n}_neglog_alpha") == math.inf]
+    left_out = (f"; left out, alpha_SID 0 (no finite -log2 alpha): {', '.join(zero)}"
+                if zero else "")
     out = {"c8_n": len(rows)}
     if len(rows) < 3:
         return out | {k: math.nan for k in ("c8_slope", "c8_slope_lo", "c8_slope_hi",
                                             "c8_intercept", "c8_r2",
-                                            "c8_worst_residual")} | {
-            "c8_worst": "none", "c8_note": "fewer than three settings are measured"}
+                                            "c8_worst_residual", "c8_ratio_min",
+                                            "c8_ratio_max")} | {
+            "c8_worst": "none",
+            "c8_note": "fewer than three settings with finite bits and -log2 "
+                       "alpha_SID: no fit" + left_out}
     x = np.array([r[1] for r in rows])
     y = np.array([r[2] for r in rows])
     fit = sm.OLS(y, sm.add_constant(x)).fit()
@@ -220,7 +237,9 @@ def c8_fit(v: dict[str, Any], names) -> dict[str, Any]:
         f"{fit.params[1]:.2f} [{lo:.2f}, {hi:.2f}] x (bits the draft lacks), "
         f"R^2 {fit.rsquared:.2f}; -log2 alpha_SID is {ratio.min():.2f} to "
         f"{ratio.max():.2f} times the bits; farthest from the line: "
-        f"{rows[worst][0]} ({resid[worst]:+.2f} bits)")
+        f"{rows[worst][0]} ({resid[worst]:+.2f} bits); the slope's interval is "
+        f"OLS's, which ignores the points' own errors and the models a world's "
+        f"settings share{left_out}")
     return out
 
 
@@ -298,9 +317,9 @@ def draw_c8(m: Measurement):
     ax.errorbar(x, y, xerr=np.clip(np.vstack([x - xlo, xhi - x]), 0, None),
                 yerr=np.clip(np.vstack([y - ylo, yhi - y]), 0, None), fmt="o",
                 capsize=3, label="settings")
-    for xi, yi, name in zip(x, y, long.setting, strict=True):
-        ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(5, 3),
-                    fontsize=7)
+    for i, (xi, yi, name) in enumerate(zip(x, y, long.setting, strict=True)):
+        ax.annotate(name, (xi, yi), textcoords="offset points",  # labels alternate
+                    xytext=(6, 4) if i % 2 else (6, -11), fontsize=7)
     ax.plot([0, top], [0, top], color="grey", lw=0.8, ls=":", label="y = x")
     v = m.values
     if np.isfinite(v.get("r_c8_slope", math.nan)):
@@ -419,7 +438,9 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
         "id_bits": id_bits, "majority_chance": majority, "n_ids": k_ids,
         "decide_n": math.nan if decide is None else float(decide),
         **information_bits(c3.arrays["anchor_information"], n_bootstrap, seed),
-        "neglog_alpha": -math.log2(v3["c3_alpha"]) if v3["c3_alpha"] > 0 else math.inf,
+        "neglog_alpha": (math.nan if not np.isfinite(v3["c3_alpha"])
+                         else -math.log2(v3["c3_alpha"]) if v3["c3_alpha"] > 0
+                         else math.inf),
     }
 
 
@@ -539,6 +560,7 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
                         ("bits per anchor ID", 2), ("majority-ID chance", 3),
                         ("bits the target's one-shot view lacks", 2),
                         ("-log2 alpha_SID", 2),
+                        ("threshold forwards per question", 1),
                         ("IDs (K)", 0),
                         ("target: copy", 2), ("target: answers", 2),
                         ("target: arithmetic", 2), ("target: ended", 2)):

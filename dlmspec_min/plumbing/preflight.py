@@ -161,12 +161,14 @@ def _cache_problem(values: dict, env: dict) -> str | None:
 def _untrained_problem(values: dict) -> str | None:
     """A rung of a world's ladder that this machine lacks (``catalogue``: every
     rung is named, trained or not): its name and the command that trains it."""
-    from ..decoding.files import models_dir
+    from ..decoding.files import PACKAGED, models_dir
 
+    if models_dir() == PACKAGED:  # an installed package: the loader says what ships
+        return None
     for name in MODEL_PARAMETERS:
         value = values.get(name)
         world = catalogue.of_model(value) if isinstance(value, str) else None
-        if world is None:
+        if world is None or value not in world.ladder:  # not a rung: the rules say
             continue
         folder = models_dir() / value.removeprefix(catalogue.EMBEDDED)
         if not (folder / "config.json").is_file():

@@ -27,8 +27,8 @@ from .gsm import MATH, MATH_NARROW, math_world
 from .prose import PROSE, prose_world
 from .world import World, retagged
 
-# every world of the catalogue, built once by its kind's constructor (PROSE and
-# MATH_NARROW are the entries "prose", "math" and "math_narrow", built once)
+# every world of the catalogue, built once by its kind's constructor (PROSE, MATH
+# and MATH_NARROW are the entries "prose", "math" and "math_narrow")
 _BUILT = {"prose": PROSE, "math": MATH, "math_narrow": MATH_NARROW}
 _KINDS = {"prose": prose_world, "math": math_world}
 WORLDS = {e.name: _BUILT.get(e.name) or _KINDS[e.kind](e) for e in catalogue.ENTRIES}
