@@ -110,7 +110,8 @@ def test_a_book_of_two_pages_executes_both_ahead_and_reads_them_from_the_cache(
     """The real pipeline: jupyter-book, myst-nb's own reader and cache hash."""
     clone = _copy_package(tmp_path / "clone")
     (clone / "_config.yml").write_text(
-        CONFIG + "  config:\n    dlmspec_execution_jobs: 2\n")
+        CONFIG + "    executed_notebooks: book/_ext\n"
+        "  config:\n    dlmspec_execution_jobs: 2\n")
     (clone / "_toc.yml").write_text(
         "format: jb-book\nroot: probe\nchapters:\n- file: second\n")
     (clone / "probe.md").write_text(PROBE)
@@ -133,6 +134,13 @@ def test_a_book_of_two_pages_executes_both_ahead_and_reads_them_from_the_cache(
     assert "Executing notebook" not in log  # myst-nb executed nothing itself
     executed = clone / "_build" / "jupyter_execute"
     first = claims.read_glued(executed / "second.glue.json")["second_run"]
+    # the download is the executed notebook: myst-nb saved the source, the
+    # executed_notebooks extension merged the cached outputs back in
+    assert not any(c.get("outputs") for c in
+                   nbformat.read(executed / "second.ipynb", as_version=4).cells)
+    download = nbformat.read(clone / "_build" / "html" / "_executed" / "second.ipynb",
+                             as_version=4)
+    assert [o for c in download.cells if c.cell_type == "code" for o in c.outputs]
     log = build()
     assert "[execute]" not in log  # an unchanged build executes nothing
     assert claims.read_glued(executed / "second.glue.json")["second_run"] == first

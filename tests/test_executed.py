@@ -4,6 +4,7 @@ The values tested are the values published: they are read back from the glue
 data that the build wrote next to each executed notebook.
 """
 
+import json
 import re
 from pathlib import Path
 
@@ -197,6 +198,11 @@ def test_every_notebook_page_offers_its_executed_notebook():
         assert f'href="{href}" download' in page, nb.name
         executed = HTML / "_executed" / "notebooks" / f"{nb.stem}.ipynb"
         assert executed.exists(), f"{executed} was not copied into the book"
+        # what a reader downloads is the executed notebook, outputs and all
+        # (myst-nb's cache mode saves the source; the extension merges the cache)
+        cells = json.loads(executed.read_text())["cells"]
+        outputs = [o for c in cells if c["cell_type"] == "code" for o in c["outputs"]]
+        assert len(outputs) >= 3, f"{executed.name} holds {len(outputs)} outputs"
         ran = claims.read_glued(executed.with_suffix(".glue.json"))
         assert ran[provenance.FINGERPRINT_KEY] == provenance.fingerprint()
 
