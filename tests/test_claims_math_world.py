@@ -20,7 +20,7 @@ from dlmspec_min.experiments import c8_information as c8
 from dlmspec_min.measures import order
 from dlmspec_min.texts import problems as P
 from dlmspec_min.training import train_math
-from dlmspec_min.worlds import MATH, PROSE
+from dlmspec_min.worlds import MATH, PROSE, get_world
 from dlmspec_min.worlds.gsm import token_roles
 
 G = 16  # generated tokens: about the first sentence of a solution
@@ -70,10 +70,10 @@ C1 = dict(n_samples=8, gen_length=20, block_length=10, temperature=1.0, threshol
 
 
 def test_c1_orders_the_math_decodes_of_held_out_questions(tiny_math_pair, tiny_pair):
-    r = c1.measure(tiny_math_pair, world=MATH, **C1)
+    r = c1.measure(tiny_math_pair, MATH, c1.Config(**C1))
     assert torch.equal(r.arrays["prompt"], MATH.prompts(tiny_math_pair.tokenizer, 8,
                                                         seed=1))
-    _same_keys(r, c1.measure(tiny_pair, **C1))
+    _same_keys(r, c1.measure(tiny_pair, PROSE, c1.Config(**C1)))
 
 
 def test_c1_orders_math_decodes_inside_the_worlds_blocks(tiny_math_pair):
@@ -82,7 +82,7 @@ def test_c1_orders_math_decodes_inside_the_worlds_blocks(tiny_math_pair):
     repeats another (the blocked row) shares its result; blocks shorter than a
     decile of decode order are refused."""
     sizes = {**C1, "gen_length": 20, "block_length": 10, "temperature": 0.0}
-    r = c1.measure(tiny_math_pair, world=MATH, **sizes)
+    r = c1.measure(tiny_math_pair, MATH, c1.Config(**sizes))
     blocked = c1.blocked_name(10)
     assert r.arrays["results"][blocked] is r.arrays["results"][c1.PRIMARY]
     assert r.values["c1_order_unit"].startswith("in blocks of 10 tokens")
@@ -97,7 +97,7 @@ def test_c1_orders_math_decodes_inside_the_worlds_blocks(tiny_math_pair):
     assert (prim.n_steps == 10).all()  # one token per step, ten per block
     assert r.values["c1_auc"] == r.values["c1_blocked_auc_within"]
     with pytest.raises(ValueError, match="block_length must be at least 10"):
-        c1.measure(tiny_math_pair, world=MATH, **{**sizes, "block_length": 8})
+        c1.measure(tiny_math_pair, MATH, c1.Config(**{**sizes, "block_length": 8}))
     prose = c1.decoders(16, 8, 1.0, 0.9, [0.1])
     assert prose[c1.PRIMARY].block_length == 16  # prose: one block, unchanged
     assert c1.decoders(20, 10, 1.0, 0.9, [0.1], in_blocks=True)[
@@ -106,11 +106,12 @@ def test_c1_orders_math_decodes_inside_the_worlds_blocks(tiny_math_pair):
 
 C2 = dict(n_samples=3, gen_length=G, block_length=4, threshold=0.9, temperature=1.0,
           K=8, levels=1, K_sweep=[4, 8], n_train=16, n_bootstrap=50, seed=0,
-          n_codebooks=2, paper_alpha=0.0035, paper_tau=3.25)
+          n_codebooks=2)
 
 
 def test_c2_anchors_are_the_grammars_content_words(tiny_math_pair):
-    r = c2.measure(tiny_math_pair, world=MATH, **C2)
+    r = c2.measure(tiny_math_pair, MATH, c2.Config(**C2), paper_alpha=0.0035,
+                   paper_tau=3.25)
     tok = tiny_math_pair.tokenizer
     prompt = r.arrays["prompt"]
     assert prompt.shape == (3, train_math.PROMPT_LENGTH)
@@ -125,13 +126,14 @@ def test_c2_anchors_are_the_grammars_content_words(tiny_math_pair):
 def test_c3_c4_run_in_the_math_world(tiny_math_pair):
     tok = tiny_math_pair.tokenizer
     prompt = MATH.prompts(tok, 3)
-    w3 = c3.measure(tiny_math_pair, prompt, gen_length=G, block_length=4,
-                    threshold=0.9, temperature=1.0, K=8, levels=1, n_train=16,
-                    n_repeats=1, n_timed=1, n_bootstrap=50, seed=0, n_codebooks=1,
-                    world=MATH)
+    w3 = c3.measure(tiny_math_pair, MATH, c3.Config(
+        gen_length=G, block_length=4, threshold=0.9, temperature=1.0, K=8, levels=1,
+        n_train=16, n_repeats=1, n_timed=1, n_bootstrap=50, seed=0, n_codebooks=1),
+        prompt=prompt)
     assert w3.values["c3_tau_acc"] >= 1
-    w4 = c4.measure(tiny_math_pair, n_samples=3, gen_length=G, block_length=4, K=8,
-                    K_sweep=[4], n_permutations=20, n_bootstrap=30, world=MATH)
+    w4 = c4.measure(tiny_math_pair, MATH, c4.Config(
+        n_samples=3, gen_length=G, block_length=4, K=8, K_sweep=[4], n_permutations=20,
+        n_bootstrap=30))
     assert w4.values["c4_n_anchors"] >= 0
 
 
@@ -142,10 +144,10 @@ def test_c8_measures_the_math_world_on_its_questions(tiny_math_pair):
     import math
 
     tok = tiny_math_pair.tokenizer
-    m = c8.measure(tiny_math_pair, n_samples=4, prompt_length=train_math.PROMPT_LENGTH,
-                   n_side=4, gen_length=32, block_length=16, threshold=0.9,
-                   thresholds=[1e-4], temperature=1.0, K=8, n_bins=2,
-                   n_bootstrap=100, seed=0, world=MATH)
+    m = c8.measure(tiny_math_pair, MATH, c8.Config(
+        n_samples=4, prompt_length=train_math.PROMPT_LENGTH, n_side=4, gen_length=32,
+        block_length=16, threshold=0.9, thresholds=[1e-4], temperature=1.0, K=8,
+        n_bins=2, n_bootstrap=100, seed=0))
     assert m.facts["P"] == train_math.PROMPT_LENGTH
     assert m.facts["example"] == tok.decode(MATH.prompts(tok, 1)[0].tolist())
     words = m.arrays["words"]
@@ -170,10 +172,10 @@ def test_c6_measures_the_math_worlds_prompted_side_alone(tiny_math_pair):
     sets = c6.prompt_sets(tok, 3, train_math.PROMPT_LENGTH, 0, world=MATH)
     assert list(sets) == [c6.PRO]
     assert torch.equal(sets[c6.PRO], MATH.prompts(tok, 3))
-    m = c6.measure(tiny_math_pair, n_samples=3, prompt_length=train_math.PROMPT_LENGTH,
-                   gen_length=32, block_length=16, threshold=0.5, temperature=1.0, K=8,
-                   levels=1, n_train=16, n_bootstrap=50, seed=3, prompt_seed=0,
-                   n_codebooks=1, world=MATH)
+    m = c6.measure(tiny_math_pair, MATH, c6.Config(
+        n_samples=3, prompt_length=train_math.PROMPT_LENGTH, gen_length=32,
+        block_length=16, threshold=0.5, temperature=1.0, K=8, levels=1, n_train=16,
+        n_bootstrap=50, seed=3, prompt_seed=0, n_codebooks=1))
     assert list(m.figures) == [c6.PRO] and m.unconditional_as_claim() is None
     v = m.values
     assert not any(k.startswith("c6_uncond_") for k in v) and "c6_n_differ" not in v
@@ -206,10 +208,10 @@ def test_the_math_world_s_answers_belong_to_its_prompts():
 def test_c5_s_quality_in_the_math_world_is_the_answer_accuracy(tiny_math_pair):
     """Issue 26, item 3: the bound is on exact final-answer accuracy, the judge's
     agreement beside it (math/small decodes the whole 96-token window)."""
-    r = c5.measure(tiny_math_pair, n_samples=2, gen_length=train_math.GEN_LENGTH,
-                   block_length=train_math.BLOCK_LENGTH, threshold=0.9,
-                   thresholds=[0.9], temperature=0.0, K=8, quality_bound=0.05,
-                   n_bootstrap=30, seed=0, world=MATH)
+    r = c5.measure(tiny_math_pair, MATH, c5.Config(
+        n_samples=2, gen_length=train_math.GEN_LENGTH,
+        block_length=train_math.BLOCK_LENGTH, threshold=0.9, thresholds=[0.9],
+        temperature=0.0, K=8, quality_bound=0.05, n_bootstrap=30, seed=0))
     res, v = r.tables["decoders"], r.values
     assert res.attrs["quality"] == c5.ACCURACY and v["c5_quality_measure"] == (
         "answer accuracy")
@@ -227,17 +229,15 @@ def test_c5_s_quality_in_the_math_world_is_the_answer_accuracy(tiny_math_pair):
 def test_c7_measures_determinedness_on_held_out_problems(math_small):
     names = dict.fromkeys(("small", "base", "large"), MATH.draft)
     roles = c7.StrongModels(names, {MATH.draft: math_small}, MATH.draft)
-    r = c7.measure(roles, n_windows=4, n_positions=3, batch_size=8, n_samples=3,
-                   n_tau=2, gen_length=G, block_length=4, threshold=0.9,
-                   temperature=1.0, K=8, levels=1, n_train=16, n_bootstrap=50, seed=0,
-                   n_codebooks=1, paper_ratio=2, tau_paper=3.25, world=MATH)
+    r = c7.measure(roles, MATH, c7.Config(
+        n_windows=4, n_positions=3, batch_size=8, n_samples=3, n_tau=2, gen_length=G,
+        block_length=4, threshold=0.9, temperature=1.0, K=8, levels=1, n_train=16,
+        n_bootstrap=50, seed=0, n_codebooks=1), paper_ratio=2, tau_paper=3.25)
     held = r.arrays["held"]
     assert torch.equal(torch.as_tensor(held), MATH.held_out_rows(4, 0)[1])
     assert r.values["c7_det_ratio"] == pytest.approx(1.0)  # base and large the same
 
 
 def test_prose_is_the_default_world():
-    import inspect
-
     for m in (c1, c2, c3, c4, c5, c6, c7, c8):
-        assert inspect.signature(m.measure).parameters["world"].default is PROSE
+        assert m.Config().world == "prose" and get_world(m.Config().world) is PROSE

@@ -13,6 +13,7 @@ from dlmspec_min.measures import tagger
 from dlmspec_min.measures.tagger import CONTENT, FUNCTION
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import load_registry
+from dlmspec_min.worlds import PROSE
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "01_easy_first.md"
 PAGE_ONLY = {"c1_verdict", "c1_model", "c1_runtime_seconds"}  # recorded by the page
@@ -22,7 +23,7 @@ SIZES = dict(n_samples=4, gen_length=12, block_length=4, temperature=1.0, thresh
 
 @pytest.fixture(scope="module")
 def result(tiny_pair):
-    return c1.measure(tiny_pair, **SIZES)
+    return c1.measure(tiny_pair, PROSE, c1.Config(**SIZES))
 
 
 def test_every_value_the_page_and_the_rule_read_is_measured(result):
@@ -111,7 +112,7 @@ def test_deciles_and_tables_match_the_values(result):
 
 
 def test_the_same_seed_gives_the_same_values(tiny_pair, result):
-    again = c1.measure(tiny_pair, **SIZES)
+    again = c1.measure(tiny_pair, PROSE, c1.Config(**SIZES))
     assert list(again.values) == list(result.values)
     assert all(same_value(again.values[k], v) for k, v in result.values.items())
 

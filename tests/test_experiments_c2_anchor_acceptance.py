@@ -14,17 +14,19 @@ from dlmspec_min.experiments import c2_anchor_acceptance as c2x
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import check_values, load_registry
 from dlmspec_min.ssld import codebooks, win_condition
+from dlmspec_min.worlds import PROSE
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "02_anchor_acceptance.md"
 KW = dict(n_samples=3, gen_length=8, block_length=4, threshold=0.9, temperature=1.0,
           K=8, levels=1, K_sweep=[4, 8], n_train=16, n_bootstrap=50, seed=0,
-          n_codebooks=2, paper_alpha=0.0035, paper_tau=3.25)
+          n_codebooks=2)
+PAPER = dict(paper_alpha=0.0035, paper_tau=3.25)
 TIMINGS = re.compile(r"seconds")
 
 
 @pytest.fixture(scope="module")
 def result(tiny_pair):
-    return c2x.measure(tiny_pair, **KW)
+    return c2x.measure(tiny_pair, PROSE, c2x.Config(**KW), **PAPER)
 
 
 def _untimed(values):
@@ -82,10 +84,11 @@ def test_intervals_hold_their_estimates(result):
 
 def test_same_seed_same_values_whatever_the_global_generator(tiny_pair, result):
     torch.manual_seed(12345)  # measure's draws are all seeded by its own seed
-    again = c2x.measure(tiny_pair, **KW)
+    again = c2x.measure(tiny_pair, PROSE, c2x.Config(**KW), **PAPER)
     a, b = _untimed(again.values), _untimed(result.values)
     assert list(a) == list(b) and all(same_value(a[k], b[k]) for k in b)
-    other = c2x.measure(tiny_pair, **(KW | {"seed": 1}))  # other decodes and codebooks
+    other = c2x.measure(tiny_pair, PROSE, c2x.Config(**(KW | {"seed": 1})),  # other
+                        **PAPER)  # decodes and codebooks
     assert other.arrays["book_seeds"] == [2, 3]
     assert _untimed(other.values) != _untimed(result.values)
 
@@ -127,10 +130,10 @@ def test_counts_and_rates_recomputed_from_the_arrays(result):
 def test_the_bar_and_the_paper_ratios(result):
     v = result.values
     assert v["c2_alpha_star"] == pytest.approx(1 - 1 / v["c2_tau_acc"])
-    paper = KW["paper_alpha"]
+    paper = PAPER["paper_alpha"]
     assert v["c2_ratio_to_paper"] == pytest.approx(v["c2_alpha_sid"] / paper)
     assert v["c2_hi_ratio_to_paper"] == pytest.approx(v["c2_alpha_hi"] / paper)
-    assert v["c2_paper_bar_alpha_star"] == pytest.approx(1 - 1 / KW["paper_tau"])
+    assert v["c2_paper_bar_alpha_star"] == pytest.approx(1 - 1 / PAPER["paper_tau"])
     assert v["c2_paper_bar_shortfall_lo"] == pytest.approx(
         v["c2_paper_bar_alpha_star"] / v["c2_alpha_hi"])
     assert v["c2_bar_note"] == win_condition.bar_note(
@@ -192,7 +195,8 @@ def test_codebook_spread_and_sweep_names_on_synthetic_tables():
 def test_bad_paper_figures_are_refused(tiny_pair):
     for bad in (0, -1.0, None, True):
         with pytest.raises(ValueError, match="paper_alpha must be a positive number"):
-            c2x.measure(tiny_pair, **(KW | {"paper_alpha": bad}))
+            c2x.measure(tiny_pair, PROSE, c2x.Config(**KW),
+                        **(PAPER | {"paper_alpha": bad}))
 
 
 def test_the_figures_draw_from_the_result(result):
@@ -200,7 +204,7 @@ def test_the_figures_draw_from_the_result(result):
 
     figs = {"sizes": c2x.draw_sizes(result), "alpha": c2x.draw_alpha(result),
             "sweep": c2x.draw_sweep(result),
-            "paper": c2x.draw_paper(result, KW["paper_alpha"]),
+            "paper": c2x.draw_paper(result, PAPER["paper_alpha"]),
             "robust": c2x.draw_robust(result)}
     try:
         assert all(len(f.axes) == 1 for f in figs.values())

@@ -51,9 +51,10 @@ def models(tiny_pair):
         yield tiny_pair
 
 
-def run(models, **kw):
+def run(models, tau_paper=None, **kw):
     prompt = torch.full((B, 1), models.tokenizer.bos_token_id)
-    return c3.measure(models, prompt, **(SIZES | kw))
+    return c3.measure(models, prose.PROSE, c3.Config(**(SIZES | kw)), prompt=prompt,
+                      tau_paper=tau_paper)
 
 
 @pytest.fixture(scope="module")

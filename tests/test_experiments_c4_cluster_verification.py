@@ -11,6 +11,7 @@ from dlmspec_min.experiments import c4_cluster_verification as c4m
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import load_registry, verdict
 from dlmspec_min.ssld import semantic
+from dlmspec_min.worlds import PROSE
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "04_cluster_verification.md"
 TINY = dict(n_samples=3, gen_length=8, block_length=4, threshold=0.9, temperature=1.0,
@@ -20,7 +21,7 @@ TINY = dict(n_samples=3, gen_length=8, block_length=4, threshold=0.9, temperatur
 @pytest.fixture(scope="module")
 def result(tiny_pair):
     torch.manual_seed(0)
-    return c4m.measure(tiny_pair, **TINY)
+    return c4m.measure(tiny_pair, PROSE, c4m.Config(**TINY))
 
 
 def test_every_value_the_page_and_its_rule_read_is_measured(result):
@@ -87,7 +88,7 @@ def test_tables_agree_with_the_values(result):
 
 
 def test_the_same_seed_gives_the_same_values(tiny_pair, result):
-    again = c4m.measure(tiny_pair, **TINY)
+    again = c4m.measure(tiny_pair, PROSE, c4m.Config(**TINY))
     assert list(again.values) == list(result.values)
     for key, x in result.values.items():
         y = again.values[key]

@@ -10,6 +10,7 @@ from dlmspec_min.measures import quality
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import load_registry, verdict
 from dlmspec_min.ssld import semantic
+from dlmspec_min.worlds import PROSE
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "05_bounded_quality.md"
 TINY = dict(n_samples=3, gen_length=8, block_length=4, threshold=0.9, thresholds=[0.5],
@@ -19,7 +20,7 @@ TIMINGS = {"c5_speedup_wall"}  # wall-clock: differs between two runs
 
 @pytest.fixture(scope="module")
 def result(tiny_pair):
-    return c5m.measure(tiny_pair, **TINY)
+    return c5m.measure(tiny_pair, PROSE, c5m.Config(**TINY))
 
 
 def test_every_value_the_page_and_its_rule_read_is_measured(result):
@@ -92,7 +93,7 @@ def test_speed_and_quality_recomputed_from_the_runs(result, tiny_pair):
 
 
 def test_the_same_seed_gives_the_same_values(tiny_pair, result):
-    again = c5m.measure(tiny_pair, **TINY)
+    again = c5m.measure(tiny_pair, PROSE, c5m.Config(**TINY))
     assert list(again.values) == list(result.values)
     for key, x in result.values.items():
         if key not in TIMINGS:

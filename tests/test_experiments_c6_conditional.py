@@ -24,7 +24,8 @@ matplotlib.use("Agg")
 NOTEBOOK = REPO_ROOT / "notebooks" / "06_conditional.md"
 SIZES = dict(n_samples=3, prompt_length=4, gen_length=8, block_length=4, threshold=0.5,
              temperature=1.0, K=8, levels=1, n_train=16, n_bootstrap=50, seed=3,
-             prompt_seed=0, n_codebooks=2, head_kw=dict(steps=5))
+             prompt_seed=0, n_codebooks=2)
+HEAD = dict(steps=5)  # a short head fit
 # (value, low, high) of every interval the page records, for both prompt sets
 INTERVALS = [("auc", "auc_lo", "auc_hi"), ("alpha_sid", "alpha_lo", "alpha_hi"),
              ("target_first_pass", "target_first_pass_lo", "target_first_pass_hi"),
@@ -43,7 +44,8 @@ def lexicon(tiny_pair):
 
 @pytest.fixture(scope="module")
 def result(tiny_pair, lexicon):
-    return c6x.measure(tiny_pair, world=retagged(PROSE, lexicon), **SIZES)
+    return c6x.measure(tiny_pair, retagged(PROSE, lexicon), c6x.Config(**SIZES),
+                       head_kw=HEAD)
 
 
 def test_values_hold_every_name_the_page_reads_and_the_rule_needs(result):
@@ -85,7 +87,8 @@ def test_intervals_are_ordered_and_rates_are_probabilities(result):
 def test_same_seed_same_values_whatever_the_global_torch_seed(
         tiny_pair, lexicon, result):
     torch.manual_seed(12345)  # the page seeds torch before loading; measure needs none
-    again = c6x.measure(tiny_pair, world=retagged(PROSE, lexicon), **SIZES)
+    again = c6x.measure(tiny_pair, retagged(PROSE, lexicon), c6x.Config(**SIZES),
+                        head_kw=HEAD)
     assert list(again.values) == list(result.values)
     assert all(same_value(again.values[k], v) for k, v in result.values.items())
     assert again.tables["side_by_side"].equals(result.tables["side_by_side"])

@@ -22,8 +22,8 @@ NOTEBOOK = ROOT / "notebooks" / "07_strong_model.md"
 PAGE_OWN = {"c7_verdict", "c7_verdict_piece", "c7_runtime_seconds"}
 TINY = dict(n_windows=4, n_positions=3, batch_size=8, n_samples=3, n_tau=2,
             gen_length=8, block_length=4, threshold=0.9, temperature=1.0, K=8,
-            levels=1, n_train=16, n_bootstrap=50, seed=0, n_codebooks=2,
-            paper_ratio=2, tau_paper=3.25)
+            levels=1, n_train=16, n_bootstrap=50, seed=0, n_codebooks=2)
+PAPER = dict(paper_ratio=2, tau_paper=3.25)
 TIMINGS = re.compile(r"seconds")
 
 
@@ -36,7 +36,7 @@ def tiny_roles(tiny_models) -> c7m.StrongModels:
 
 @pytest.fixture(scope="module")
 def result(tiny_models):
-    return c7m.measure(tiny_roles(tiny_models), **TINY)
+    return c7m.measure(tiny_roles(tiny_models), PROSE, c7m.Config(**TINY), **PAPER)
 
 
 # --- the whole measurement on the tiny models -----------------------------------------
@@ -92,7 +92,7 @@ def test_intervals_are_ordered_around_their_value(result):
 
 
 def test_same_seed_gives_the_same_values(tiny_models, result):
-    again = c7m.measure(tiny_roles(tiny_models), **TINY)
+    again = c7m.measure(tiny_roles(tiny_models), PROSE, c7m.Config(**TINY), **PAPER)
     same = {k: v for k, v in result.values.items() if not TIMINGS.search(k)}
     other = {k: v for k, v in again.values.items() if not TIMINGS.search(k)}
     assert list(same) == list(other)

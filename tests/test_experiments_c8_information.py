@@ -35,7 +35,7 @@ def tiny(tiny_pair):
 @pytest.fixture(scope="module")
 def result(tiny):
     models, lexicon = tiny
-    return c8.measure(models, world=retagged(PROSE, lexicon), **SIZES)
+    return c8.measure(models, retagged(PROSE, lexicon), c8.Config(**SIZES))
 
 
 # --- the tiny-model measurement --------------------------------------------------
@@ -105,7 +105,7 @@ def test_every_interval_holds_its_estimate(result):
 
 def test_same_seed_same_values(tiny, result):
     models, lexicon = tiny
-    again = c8.measure(models, world=retagged(PROSE, lexicon), **SIZES)
+    again = c8.measure(models, retagged(PROSE, lexicon), c8.Config(**SIZES))
     assert list(again.values) == list(result.values)
     diff = [k for k, v in result.values.items() if not same_value(again.values[k], v)]
     assert diff == []
@@ -188,8 +188,8 @@ def test_the_tables_the_page_shows(result):
 def test_too_short_a_decode_is_refused_with_a_clear_message(tiny):
     models, lexicon = tiny
     with pytest.raises(ValueError, match="both are needed: raise n_side or gen_length"):
-        c8.measure(models, world=retagged(PROSE, lexicon),
-                   **{**SIZES, "n_side": 1, "gen_length": 1, "block_length": 1})
+        c8.measure(models, retagged(PROSE, lexicon), c8.Config(
+            **{**SIZES, "n_side": 1, "gen_length": 1, "block_length": 1}))
 
 
 # --- the smaller pieces, on synthetic inputs ----------------------------------------

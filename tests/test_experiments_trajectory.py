@@ -43,7 +43,7 @@ def prompt():
 
 @pytest.fixture(scope="module")
 def result(tiny_pair, prompt, judge):
-    return tr.measure(tiny_pair, prompt, judge, **SIZES)
+    return tr.measure(tiny_pair, tr.Config(**SIZES), prompt=prompt, judge=judge)
 
 
 def test_every_value_the_page_and_the_checks_read_is_measured(result):
@@ -132,7 +132,7 @@ def test_tables_follow_the_values(result):
 
 
 def test_the_same_inputs_give_the_same_values(tiny_pair, prompt, judge, result):
-    again = tr.measure(tiny_pair, prompt, judge, **SIZES)
+    again = tr.measure(tiny_pair, tr.Config(**SIZES), prompt=prompt, judge=judge)
     assert list(again.values) == list(result.values)
     differ = [k for k, v in result.values.items()
               if not TIMING.search(k) and not same_value(again.values[k], v)]

@@ -63,7 +63,7 @@ def test_the_registry_s_settings_are_the_pilot_s_worlds_with_their_own_models():
         ra.setting_world("x", dict(world="prose"))
     assert worlds["narrow"].dials == P.NARROW and worlds["free"] is MATH
     assert worlds["order"].dials == P.ORDER and worlds["free"].dials == P.FREE
-    # 2026-12-07 (issue 47): the settings name catalogue worlds; these are the
+    # 2026-12-06 (issue 47): the settings name catalogue worlds; these are the
     # settings as first written, the freedom pilot's candidates on the same models
     pilot = math_pilot.spec("freedom_pilot")["candidates"]
     first = {"narrow": ("zero", "dlmspec/math/small", "dlmspec/math/base"),
@@ -188,8 +188,8 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     fig = ra.draw(m, paper_gain=1.5)
     assert len(fig.axes) == len(ra.AXES) * len(ra.FIGURES)
     assert all(len(ax.collections) + len(ax.lines) >= 1 for ax in fig.axes)
-    assert v["r_missing_note"] == (f"nan: {' and '.join(missing)} not measured; the "
-                                   "table's status row says why")
+    assert v["r_missing_note"] == (f"{' and '.join(missing)} not measured, its "
+                                   "figures NaN: the table's status row says why")
     for name in ("narrow", "free", "free_fine"):  # C8 along the axis, per setting
         assert 0 <= v[f"r_{name}_info_draft_lo"] <= v[f"r_{name}_info_draft"] <= v[
             f"r_{name}_info_draft_hi"]
@@ -353,8 +353,8 @@ def test_c3_refuses_an_unknown_anchor_unit_before_any_work():
               levels=1, n_train=1, n_repeats=1, n_timed=1, n_bootstrap=1, seed=0,
               n_codebooks=1)
     with pytest.raises(ValueError, match="anchor_unit must be one of"):
-        c3m.measure(None, torch.zeros(1, 2, dtype=torch.long), **kw,
-                    anchor_unit="line")
+        c3m.measure(None, MATH, c3m.Config(**kw),
+                    prompt=torch.zeros(1, 2, dtype=torch.long), anchor_unit="line")
 
 
 def test_information_bits_average_anchors_in_bits_per_codebook_with_an_interval():
@@ -385,7 +385,7 @@ def test_c8_fit_finds_an_exact_line_and_names_the_setting_off_it():
     v["r_b_neglog_alpha"] = 5.0  # one setting off the line (not at an end)
     off = ra.c8_fit(v, ["a", "b", "c", "d"])
     assert off["c8_worst"] == "b" and off["c8_r2"] < 1
-    assert "farthest from the line: b" in off["c8_note"]
+    assert "the largest residual is b's" in off["c8_note"]
     few = ra.c8_fit(v, ["a", "b"])
     assert math.isnan(few["c8_slope"]) and few["c8_note"].startswith("fewer than")
 
@@ -400,3 +400,26 @@ def test_rounds_fit_is_a_line_of_forwards_on_bits_over_three_worlds_or_more():
     assert fit["rounds_intercept"] == pytest.approx(3.0)
     assert fit["rounds_r2"] == pytest.approx(1.0) and fit["rounds_n"] == 3
     assert math.isnan(ra.rounds_fit(v, ["a", "b"])["rounds_slope"])
+
+
+def test_a_fine_setting_pools_n_codebooks_fine_and_a_kmeans_one_n_codebooks(
+        monkeypatch):
+    """Fine IDs are the same in every codebook (book/claims.yml, 2026-12-06,
+    fourth session): their settings fit the head n_codebooks_fine times."""
+    used, said = {}, []
+
+    def recorded(models, world, *, n_codebooks, ids, **kw):
+        used[world.name, ids] = n_codebooks
+        return {**{k: math.nan for k in ra.COLUMNS}, "strongest": "x",
+                "c3_verdict": "inconclusive", "c4_verdict": "inconclusive"}
+
+    monkeypatch.setattr(ra, "_missing", lambda world, device, dtype: (object(), None))
+    monkeypatch.setattr(ra, "measure_setting", recorded)
+    settings = {"free": {"world": "math"},
+                "free_fine": {"world": "math", "ids": "fine"}}
+    ra.measure(settings, verdict, **{**SMALL, "n_codebooks": 4},
+               n_codebooks_fine=2, progress=said.append)
+    assert used == {("math", "kmeans"): 4, ("math", "fine"): 2}
+    assert "4 codebooks" in said[0] and "2 codebooks" in said[1]
+    with pytest.raises(ValueError, match="n_codebooks_fine must be an integer >= 1"):
+        ra.measure(settings, verdict, **SMALL, n_codebooks_fine=0)

@@ -13,6 +13,8 @@ name, and the tables and arrays the page shows and draws.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -21,8 +23,10 @@ from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
 from ..measures import order
 from ..measures.tagger import CONTENT, FUNCTION, PUNCT
-from ..worlds import PROSE, World
+from ..worlds import World
+from . import config
 from .common import Measurement, Models
+from .config import param
 
 PRIMARY, RANDOM = "confidence", "random"
 CLASS_ORDER = [CONTENT, FUNCTION, PUNCT]
@@ -254,10 +258,41 @@ def threshold_table(par: dict) -> pd.DataFrame:
     return shown
 
 
-def measure(models: Models, *, n_samples: int = 24, gen_length: int = 32,
-            block_length: int = 8, temperature: float = 1.0, threshold: float = 0.9,
-            thresholds=(0.1,), n_bootstrap: int = 1000, seed: int = 0,
-            device="cpu", world: World = PROSE) -> Measurement:
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "01_easy_first"
+
+    world: str = config.world_param("01_easy_first")
+    model: str = param("dlmspec/base",
+        "denoiser: dlmspec/small|base|large, a registry name or a local folder")
+    trust_remote_code: bool = param(False,
+        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    n_samples: int = param(24, "unconditional samples per decoder")
+    gen_length: int = param(32, "generated tokens per sample (after the [BOS] prompt)")
+    block_length: int = param(8,
+        "block length of the secondary, semi-autoregressive row")
+    temperature: float = param(1.0,
+        "proposal sampling temperature; 0 is greedy and makes all samples "
+        "identical")
+    threshold: float = param(0.9,
+        "Fast-dLLM confidence threshold (its default; the registered c1_thr_* "
+        "keys)")
+    thresholds: list[float] = param([0.1],
+        "lower thresholds also run, to see what parallel steps hold")
+    n_bootstrap: int = param(1000, "bootstrap replicates (resampling whole sequences)")
+    seed: int = param(0, "seed of every random draw")
+    dtype: str = param("float32",
+        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
+        "saved)")
+    device_map: str = param("none",
+        "from_pretrained device_map: none (load, then move to device), auto "
+        "(shard over GPUs) or a device")
+    device: str = param("cpu", "torch device")
+
+
+def measure(models: Models, world: World, config: Config) -> Measurement:
     """The whole C1 measurement of notebook 01 (the parameters are the page's;
     only ``models.target`` and its tokenizer are used), in ``world`` (its prompts,
     roles and token counts).
@@ -272,30 +307,59 @@ def measure(models: Models, *, n_samples: int = 24, gen_length: int = 32,
     target, tokenizer = models.target, models.tokenizer
     lexicon = world.roles()
     counts = world.token_counts(tokenizer, vocab_size=target.vocab_size)
-    prompt = world.prompts(tokenizer, n_samples, seed=seed, device=device)
-    thr = threshold_names(threshold, thresholds)
+    prompt = world.prompts(
+        tokenizer, config.n_samples, seed=config.seed, device=config.device
+    )
+    thr = threshold_names(config.threshold, config.thresholds)
     in_blocks = world.order_in_blocks
     results, tokens, seconds = decode_all(
-        target, tokenizer, prompt,
-        decoders(gen_length, block_length, temperature, threshold, thresholds,
-                 in_blocks=in_blocks),
-        seed=seed, lexicon=lexicon, counts=counts, device=device,
-        block_length=world.order_blocks(block_length))
-    tables = {"decoders": pd.DataFrame({
-        "forwards per sample": {k: r.nfe.float().mean().item()
-                                for k, r in results.items()},
-        "tokens per step": {k: r.mean_tokens_per_nfe for k, r in results.items()},
-        "seconds": seconds}).round(2),
-        "samples": sample_rows(results, tokens, tokenizer)}
-    boot = dict(n_bootstrap=n_bootstrap, seed=seed)
-    rows = order_summaries(tokens, block_length, **boot)
+        target,
+        tokenizer,
+        prompt,
+        decoders(
+            config.gen_length,
+            config.block_length,
+            config.temperature,
+            config.threshold,
+            config.thresholds,
+            in_blocks=in_blocks,
+        ),
+        seed=config.seed,
+        lexicon=lexicon,
+        counts=counts,
+        device=config.device,
+        block_length=world.order_blocks(config.block_length),
+    )
+    tables = {
+        "decoders": pd.DataFrame(
+            {
+                "forwards per sample": {
+                    k: r.nfe.float().mean().item() for k, r in results.items()
+                },
+                "tokens per step": {
+                    k: r.mean_tokens_per_nfe for k, r in results.items()
+                },
+                "seconds": seconds,
+            }
+        ).round(2),
+        "samples": sample_rows(results, tokens, tokenizer),
+    }
+    boot = dict(n_bootstrap=config.n_bootstrap, seed=config.seed)
+    rows = order_summaries(tokens, config.block_length, **boot)
     tables["summary"] = summary_table(rows)
-    values = order_values(rows, block_length)
-    values.update(c1_n_samples=n_samples, c1_block_length=block_length,
-                  c1_gen_length=gen_length, c1_temperature=temperature,
-                  c1_order_unit=(f"in blocks of {block_length} tokens, its decode "
-                                 "time counted inside each block" if in_blocks
-                                 else "in one block over the whole generation"))
+    values = order_values(rows, config.block_length)
+    values.update(
+        c1_n_samples=config.n_samples,
+        c1_block_length=config.block_length,
+        c1_gen_length=config.gen_length,
+        c1_temperature=config.temperature,
+        c1_order_unit=(
+            f"in blocks of {config.block_length} tokens, its decode "
+            "time counted inside each block"
+            if in_blocks
+            else "in one block over the whole generation"
+        ),
+    )
     deciles = decile_shares(tokens, **boot)
     by_decile = content_by_decile(deciles)
     tables["content_by_decile"] = by_decile.round(3)
@@ -304,16 +368,31 @@ def measure(models: Models, *, n_samples: int = 24, gen_length: int = 32,
     reg = regressions(tokens)
     values.update(regression_values(reg))
     tables["regression"] = regression_table(reg)
-    par = {v: order.parallel_summary(results[name], tokens[name], n_boot=n_bootstrap,
-                                     seed=seed) for v, name in thr.items()}
+    par = {
+        v: order.parallel_summary(
+            results[name], tokens[name], n_boot=config.n_bootstrap, seed=config.seed
+        )
+        for v, name in thr.items()
+    }
     tables["threshold"] = threshold_table(par)
-    values.update(threshold_values(par, threshold))
-    sizes = pd.concat(order.step_size_shares(tokens[name], n_boot=n_bootstrap,
-                                             seed=seed).assign(threshold=v)
-                      for v, name in thr.items())
-    arrays = dict(prompt=prompt, results=results, tokens=tokens, order_rows=rows,
-                  deciles=deciles, regression=reg, parallel=par, step_sizes=sizes,
-                  thresholds=thr)
+    values.update(threshold_values(par, config.threshold))
+    sizes = pd.concat(
+        order.step_size_shares(
+            tokens[name], n_boot=config.n_bootstrap, seed=config.seed
+        ).assign(threshold=v)
+        for v, name in thr.items()
+    )
+    arrays = dict(
+        prompt=prompt,
+        results=results,
+        tokens=tokens,
+        order_rows=rows,
+        deciles=deciles,
+        regression=reg,
+        parallel=par,
+        step_sizes=sizes,
+        thresholds=thr,
+    )
     return Measurement(values, tables, arrays)
 
 

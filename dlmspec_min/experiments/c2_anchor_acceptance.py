@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -35,8 +36,10 @@ from ..ssld import (
     semantic,
     win_condition,
 )
-from ..worlds import PROSE, World
+from ..worlds import World
+from . import config
 from .common import Measurement, Models
+from .config import param
 
 HEAD = drafting.HeadDraft.name  # "small model + trained SID head"
 MARGINAL = drafting.SmallMarginalDraft.name  # "small model, cluster marginal"
@@ -333,11 +336,52 @@ def _plain(value):
     return value.item() if scalar else value
 
 
-def measure(models: Models, *, n_samples: int, gen_length: int, block_length: int,
-            threshold: float, temperature: float, K: int, levels: int, K_sweep,
-            n_train: int, n_bootstrap: int, seed: int, n_codebooks: int,
-            paper_alpha: float, paper_tau: float, device: str = "cpu",
-            world: World = PROSE) -> Measurement:
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "02_anchor_acceptance"
+
+    world: str = config.world_param("02_anchor_acceptance")
+    model: str = param("dlmspec/base",
+        "target: its input embeddings define the semantic IDs")
+    draft: str = param("dlmspec/small",
+        "the cheap draft (same vocabulary as the target)")
+    trust_remote_code: bool = param(False,
+        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    n_samples: int = param(64, "unconditional samples (the prompt is [BOS])")
+    gen_length: int = param(48, "generated tokens per sample")
+    block_length: int = param(16, "block length of the Fast-dLLM accelerator")
+    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
+    temperature: float = param(1.0,
+        "sampling temperature of the decodes (0 would make every sample "
+        "identical)")
+    K: int = param(256, "number of semantic clusters")
+    levels: int = param(1, "residual k-means levels (an ID is the tuple of all levels)")
+    K_sweep: list = param([16, 64, 256, 1024], "cluster counts of the sweep")
+    n_train: int = param(2048, "Brown training windows for the SID head")
+    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
+    seed: int = param(0, "seed of every random draw")
+    n_codebooks: int = param(5,
+        "codebooks (IDs + head) alpha_SID is averaged over: seeds seed*n ... "
+        "seed*n+n-1")
+    dtype: str = param("float32",
+        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
+        "saved)")
+    device_map: str = param("none",
+        "from_pretrained device_map: none (load, then move to device), auto "
+        "(shard over GPUs) or a device")
+    device: str = param("cpu", "torch device")
+
+
+def measure(
+    models: Models,
+    world: World,
+    config: Config,
+    *,
+    paper_alpha: float,
+    paper_tau: float,
+) -> Measurement:
     """C2's measurement at the page's parameters (see the module docstring), in
     ``world`` (its prompts, roles and the SID head's training text).
 
@@ -356,59 +400,125 @@ def measure(models: Models, *, n_samples: int, gen_length: int, block_length: in
             raise ValueError(f"{name} must be a positive number, got {x!r}")
     target, draft, tok = models.target, models.draft, models.tokenizer
     lexicon = world.roles()
-    prompt = world.prompts(tok, n_samples, seed=seed, device=device)
+    prompt = world.prompts(
+        tok, config.n_samples, seed=config.seed, device=config.device
+    )
     P = prompt.shape[1]
-    accs = accelerators.accelerators(gen_length, block_length, threshold, temperature,
-                                     supports_cache=target.supports_cache)
+    accs = accelerators.accelerators(
+        config.gen_length,
+        config.block_length,
+        config.threshold,
+        config.temperature,
+        supports_cache=target.supports_cache,
+    )
     r = Measurement()
-    book_seeds, sid, control, seconds = semantic_ids(target, tok, K, levels, seed,
-                                                     n_codebooks)
-    r.values.update(c2_K=K, c2_n_clusters=sid.n_clusters, c2_kmeans_seconds=seconds)
-    r.tables["clusters"] = cluster_examples(tok, sid, control, seed)
-    r.arrays.update(sizes=sid.sizes().numpy(), control_sizes=control.sizes().numpy(),
-                    book_seeds=book_seeds, prompt=prompt)
+    book_seeds, sid, control, seconds = semantic_ids(
+        target, tok, config.K, config.levels, config.seed, config.n_codebooks
+    )
+    r.values.update(
+        c2_K=config.K, c2_n_clusters=sid.n_clusters, c2_kmeans_seconds=seconds
+    )
+    r.tables["clusters"] = cluster_examples(tok, sid, control, config.seed)
+    r.arrays.update(
+        sizes=sid.sizes().numpy(),
+        control_sizes=control.sizes().numpy(),
+        book_seeds=book_seeds,
+        prompt=prompt,
+    )
 
-    dec = decode_anchors(target, tok, lexicon, prompt, accs, seed)
+    dec = decode_anchors(target, tok, lexicon, prompt, accs, config.seed)
     tokens, anchors = dec.tokens, dec.anchors
-    r.values.update(anchor_values(dec, n_samples))
+    r.values.update(anchor_values(dec, config.n_samples))
     r.tables["shares"] = class_shares(dec.classes)
-    r.arrays.update(ref_name=dec.ref_name, decode_seconds=dec.seconds,
-                    texts=[tok.decode(row.tolist()) for row in tokens[:3]],
-                    tokens=tokens, anchors=anchors, anchors_piece=dec.anchors_piece,
-                    continuation=dec.continuation)
+    r.arrays.update(
+        ref_name=dec.ref_name,
+        decode_seconds=dec.seconds,
+        texts=[tok.decode(row.tolist()) for row in tokens[:3]],
+        tokens=tokens,
+        anchors=anchors,
+        anchors_piece=dec.anchors_piece,
+        continuation=dec.continuation,
+    )
 
     t0 = time.perf_counter()
-    verify = decoder.verify_logits(target, prompt, gen_length)  # (B, G, V)
-    books = codebooks.codebooks(target, draft, tok, world, prompt, tokens, anchors,
-                                K, book_seeds, levels=levels, n_train=n_train,
-                                n_boot=n_bootstrap, boot_seed=seed, verify=verify)
+    verify = decoder.verify_logits(target, prompt, config.gen_length)  # (B, G, V)
+    books = codebooks.codebooks(
+        target,
+        draft,
+        tok,
+        world,
+        prompt,
+        tokens,
+        anchors,
+        config.K,
+        book_seeds,
+        levels=config.levels,
+        n_train=config.n_train,
+        n_boot=config.n_bootstrap,
+        boot_seed=config.seed,
+        verify=verify,
+    )
     r.values["c2_codebooks_seconds"] = time.perf_counter() - t0
     first = books[book_seeds[0]]  # the codebook shown in detail
-    costs = {name: drafting.relative_cost(out, target, P + gen_length)
-             for name, out in first.outputs.items()}
-    r.arrays.update(books=books, costs=costs, n_windows=first.windows.shape[0],
-                    head_losses=first.drafters[HEAD].head.losses)
+    costs = {
+        name: drafting.relative_cost(out, target, P + config.gen_length)
+        for name, out in first.outputs.items()
+    }
+    r.arrays.update(
+        books=books,
+        costs=costs,
+        n_windows=first.windows.shape[0],
+        head_losses=first.drafters[HEAD].head.losses,
+    )
 
-    pooled = codebooks.pooled_acceptance(books, tokens, anchors, n_bootstrap, seed)
-    pooled_piece = codebooks.pooled_acceptance(books, tokens, dec.anchors_piece,
-                                               n_bootstrap, seed)
+    pooled = codebooks.pooled_acceptance(
+        books, tokens, anchors, config.n_bootstrap, config.seed
+    )
+    pooled_piece = codebooks.pooled_acceptance(
+        books, tokens, dec.anchors_piece, config.n_bootstrap, config.seed
+    )
     table = first_codebook_table(first, tokens, anchors)
     chance = chance_levels.mean_chance_levels(books, tokens, anchors)
     r.values.update(acceptance_values(pooled, pooled_piece, table, chance, costs))
     best = r.values["c2_best_name"]
     chance_name = f"chance (mean over {len(books)} codebooks)"
-    r.tables.update(pooled=pooled, pooled_piece=pooled_piece, first_codebook=table,
-                    chance=pd.Series(chance, name=chance_name).to_frame())
+    r.tables.update(
+        pooled=pooled,
+        pooled_piece=pooled_piece,
+        first_codebook=table,
+        chance=pd.Series(chance, name=chance_name).to_frame(),
+    )
 
-    sweep, seconds = k_sweep(target, draft, tok, prompt, gen_length, K_sweep, K, sid,
-                             first, verify, tokens, anchors, levels, n_bootstrap, seed)
+    sweep, seconds = k_sweep(
+        target,
+        draft,
+        tok,
+        prompt,
+        config.gen_length,
+        config.K_sweep,
+        config.K,
+        sid,
+        first,
+        verify,
+        tokens,
+        anchors,
+        config.levels,
+        config.n_bootstrap,
+        config.seed,
+    )
     r.values["c2_sweep_seconds"] = seconds
     r.values.update(sweep_values(sweep))
     r.tables["sweep"] = sweep
 
-    r.values.update(accelerator_bar(dec.runs, gen_length, n_bootstrap, seed))
-    split = regime.bar_split(dec.runs[r.values["c2_strongest"]], tok.eos_token_id,
-                             n_bootstrap, seed)  # the regime beside the bar
+    r.values.update(
+        accelerator_bar(dec.runs, config.gen_length, config.n_bootstrap, config.seed)
+    )
+    split = regime.bar_split(
+        dec.runs[r.values["c2_strongest"]],
+        tok.eos_token_id,
+        config.n_bootstrap,
+        config.seed,
+    )  # the regime beside the bar
     r.values.update({f"c2_{k}": x for k, x in split.items()})
     verified = table.loc[best, VERIFIED]
     r.values.update(bar_values(r.values, verified, paper_alpha, paper_tau))
@@ -417,8 +527,13 @@ def measure(models: Models, *, n_samples: int, gen_length: int, block_length: in
     r.values.update(codebook_spread(robust))
     hits = piece_hits(books, best, tokens, anchors, dec.anchors_piece, dec.continuation)
     r.values.update(piece_values(hits))
-    r.tables.update(robust=robust, piece_hits=hits, word_and_piece=word_and_piece(
-        pooled, pooled_piece, best, r["c2_n_anchors"], r["c2_n_anchors_piece"]))
+    r.tables.update(
+        robust=robust,
+        piece_hits=hits,
+        word_and_piece=word_and_piece(
+            pooled, pooled_piece, best, r["c2_n_anchors"], r["c2_n_anchors_piece"]
+        ),
+    )
     r.values = {k: _plain(v) for k, v in r.values.items()}
     return r
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -25,8 +26,10 @@ from ..measures.order import row_generators
 from ..ssld import accelerators, codebooks, drafting, inputs, win_condition
 from ..ssld.decoder import verify_logits
 from ..ssld.information import anchor_table
-from ..worlds import PROSE, World
+from ..worlds import World
+from . import config
 from .common import Measurement, Models
+from .config import param
 
 COST = "c (draft cost, target forwards)"  # the acceptance table's draft-cost column
 ORACLE = "oracle: every anchor's true token (alpha = 1)"  # the oracle row of ``e2e``
@@ -309,12 +312,61 @@ def gap_note(shortfall: float, h: pd.Series) -> str:
 # --- the whole measurement ------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "03_win_condition"
+
+    world: str = config.world_param("03_win_condition")
+    model: str = param("dlmspec/base", "target")
+    draft: str = param("dlmspec/small",
+        "the cheap draft (same vocabulary as the target)")
+    trust_remote_code: bool = param(False,
+        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    n_samples: int = param(24, "samples (one prompt each; [BOS] alone by default)")
+    prompt_source: str = param("bos",
+        "the prompts: [BOS] alone (bos), [BOS] and the start of held-out Brown "
+        "sentences (brown), the math world's held-out questions (questions), or a "
+        "datasets dataset NAME:CONFIG:SPLIT:COLUMN such as "
+        "gsm8k:main:test:question (hub access opted in)")
+    prompt_length: int = param(16,
+        "prompt tokens of a brown or dataset source ([BOS] included)")
+    gen_length: int = param(48, "generated tokens per sample")
+    block_length: int = param(16, "block length of the accelerators")
+    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
+    temperature: float = param(1.0, "sampling temperature of every decode")
+    K: int = param(256, "number of semantic clusters")
+    levels: int = param(1, "residual k-means levels")
+    n_train: int = param(2048, "Brown training windows for the SID head")
+    n_repeats: int = param(3, "timed repeats per decoder (after one untimed warm-up)")
+    n_timed: int = param(8, "the first n_timed samples are timed (wall-clock only)")
+    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
+    seed: int = param(0, "seed of every random draw")
+    n_codebooks: int = param(5,
+        "codebooks (IDs + head) alpha is averaged over: seeds seed*n ... "
+        "seed*n+n-1")
+    judge: str = param("smollm2-135m",
+        "independent judge of the end-to-end decodes' quality where texts have no "
+        "answers (prose)")
+    dtype: str = param("float32",
+        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
+        "saved)")
+    device_map: str = param("none",
+        "from_pretrained device_map: none (load, then move to device), auto "
+        "(shard over GPUs) or a device")
+    device: str = param("cpu", "torch device")
+
+
 def measure(
-    models: Models, prompt: torch.Tensor, *, gen_length: int, block_length: int,
-    threshold: float, temperature: float, K: int, levels: int, n_train: int,
-    n_repeats: int, n_timed: int, n_bootstrap: int, seed: int, n_codebooks: int,
-    tau_paper: float | None = None, world: World = PROSE, judge: str = judges.SMOLLM2,
-    anchor_unit: str = "word", information: bool = False,
+    models: Models,
+    world: World,
+    config: Config,
+    *,
+    prompt: torch.Tensor,
+    tau_paper: float | None = None,
+    anchor_unit: str = "word",
+    information: bool = False,
 ) -> WinCondition:
     """C3's measurement on ``prompt`` (B, P), one sample per row (SPEC.md 3.1, 5).
 
@@ -333,34 +385,46 @@ def measure(
     and ``sid_info_verify``, nats), for C8 along the regime axis.
     """
     if anchor_unit not in inputs.ANCHOR_UNITS:
-        raise ValueError(f"anchor_unit must be one of {inputs.ANCHOR_UNITS}, got "
-                         f"{anchor_unit!r}")
+        raise ValueError(
+            f"anchor_unit must be one of {inputs.ANCHOR_UNITS}, got {anchor_unit!r}"
+        )
     B = prompt.shape[0]
-    if n_timed > B:
-        raise ValueError(f"n_timed = {n_timed} must not exceed n_samples = {B}")
+    if config.n_timed > B:
+        raise ValueError(f"n_timed = {config.n_timed} must not exceed n_samples = {B}")
     target, draft_den, tok = models.target, models.draft, models.tokenizer
     lexicon = world.roles()
-    P, L = prompt.shape[1], prompt.shape[1] + gen_length
-    book_seeds = codebooks.codebook_seeds(seed, n_codebooks)
+    P, L = prompt.shape[1], prompt.shape[1] + config.gen_length
+    book_seeds = codebooks.codebook_seeds(config.seed, config.n_codebooks)
 
     def gens():
         """The same seeded stream per sample for every decoder."""
-        return row_generators(seed, B, prompt.device)
+        return row_generators(config.seed, B, prompt.device)
 
     out = WinCondition()
     v = out.values
     # tau_acc: each accelerator on the same prompts; SSLD infills with these configs
-    infill_configs = accelerators.accelerators(gen_length, block_length, threshold,
-                                               temperature,
-                                               supports_cache=target.supports_cache)
-    acc_runs = {name: generate(target, prompt, cfg, gens())
-                for name, cfg in infill_configs.items()}
-    acc_table = accelerators.accelerator_table(acc_runs, n_bootstrap, seed,
-                                               tok.eos_token_id)
+    infill_configs = accelerators.accelerators(
+        config.gen_length,
+        config.block_length,
+        config.threshold,
+        config.temperature,
+        supports_cache=target.supports_cache,
+    )
+    acc_runs = {
+        name: generate(target, prompt, cfg, gens())
+        for name, cfg in infill_configs.items()
+    }
+    acc_table = accelerators.accelerator_table(
+        acc_runs, config.n_bootstrap, config.seed, tok.eos_token_id
+    )
     v |= strongest_bar(acc_table)
     tau_acc, a_star, strongest = v["c3_tau_acc"], v["c3_alpha_star"], v["c3_strongest"]
-    v |= {f"c3_{k}": x for k, x in regime.bar_split(
-        acc_runs[strongest], tok.eos_token_id, n_bootstrap, seed).items()}
+    v |= {
+        f"c3_{k}": x
+        for k, x in regime.bar_split(
+            acc_runs[strongest], tok.eos_token_id, config.n_bootstrap, config.seed
+        ).items()
+    }
     # alpha: oracle content anchors of the threshold accelerator's decode
     ref = acc_runs[next(iter(infill_configs))]
     tokens = ref.generated
@@ -368,21 +432,49 @@ def measure(
     anchors_piece = inputs.anchor_mask(tok, ref.tokens, lexicon, unit="piece")[:, P:]
     if anchor_unit == "piece":
         anchors = anchors_piece
-    verify = verify_logits(target, prompt, gen_length)  # the target's one-shot view
-    books = codebooks.codebooks(target, draft_den, tok, world, prompt, tokens,
-                                anchors, K, book_seeds, levels=levels, n_train=n_train,
-                                n_boot=n_bootstrap, boot_seed=seed, unit=anchor_unit,
-                                verify=verify)
+    verify = verify_logits(
+        target, prompt, config.gen_length
+    )  # the target's one-shot view
+    books = codebooks.codebooks(
+        target,
+        draft_den,
+        tok,
+        world,
+        prompt,
+        tokens,
+        anchors,
+        config.K,
+        book_seeds,
+        levels=config.levels,
+        n_train=config.n_train,
+        n_boot=config.n_bootstrap,
+        boot_seed=config.seed,
+        unit=anchor_unit,
+        verify=verify,
+    )
     first = books[book_seeds[0]]  # the codebook SSLD runs with end to end
     sid, drafters = first.sid, first.drafters
-    table, alpha_values = acceptance(books, target, tokens, anchors, anchors_piece, L,
-                                     a_star, n_bootstrap, seed)
+    table, alpha_values = acceptance(
+        books,
+        target,
+        tokens,
+        anchors,
+        anchors_piece,
+        L,
+        a_star,
+        config.n_bootstrap,
+        config.seed,
+    )
     v |= alpha_values
     best, alpha, alpha_hi = v["c3_best"], v["c3_alpha"], v["c3_alpha_hi"]
     if information:  # per codebook: the bits each view leaves open, per anchor
         kept = ["seq", "sid_info_draft", "sid_info_verify"]
-        info = [anchor_table(tokens, anchors, verify, b.outputs[best], b.sid,
-                             target.mask_id)[kept] for b in books.values()]
+        info = [
+            anchor_table(
+                tokens, anchors, verify, b.outputs[best], b.sid, target.mask_id
+            )[kept]
+            for b in books.values()
+        ]
     del verify  # (B, G, V): gigabytes at the paper's scale
     gamma, c = v["c3_gamma"], v["c3_c"]
     robust, robust_values = robust_table(books, tokens, anchors, a_star)
@@ -398,43 +490,78 @@ def measure(
     oracle = generate(target, prompt, cfg, gens(), init=oracle_init)
     rows, ssld_runs = [], {}
     for name in drafters:
-        res = accelerators.draft_then_ssld(target, drafters[name], prompt, anchors, sid,
-                                           cfg, gens(), table.loc[name, COST])
+        res = accelerators.draft_then_ssld(
+            target,
+            drafters[name],
+            prompt,
+            anchors,
+            sid,
+            cfg,
+            gens(),
+            table.loc[name, COST],
+        )
         ssld_runs[name] = res
-        rows.append({"SSLD draft": name} | ssld_row(
-            res, acc, acc_nfe, tokens, anchors, sid, first.table.loc[name, "alpha"],
-            n_bootstrap, seed))
-    rows.append({"SSLD draft": ORACLE} | oracle_row(oracle, acc, acc_nfe, c, L,
-                                                     n_bootstrap, seed))
-    kind, score = quality_scorer(world, tok, B, seed, judge, prompt.device)
+        rows.append(
+            {"SSLD draft": name}
+            | ssld_row(
+                res,
+                acc,
+                acc_nfe,
+                tokens,
+                anchors,
+                sid,
+                first.table.loc[name, "alpha"],
+                config.n_bootstrap,
+                config.seed,
+            )
+        )
+    rows.append(
+        {"SSLD draft": ORACLE}
+        | oracle_row(oracle, acc, acc_nfe, c, L, config.n_bootstrap, config.seed)
+    )
+    kind, score = quality_scorer(
+        world, tok, B, config.seed, config.judge, prompt.device
+    )
     scored = {name: score(run.generated) for name, run in ssld_runs.items()}
     for row in rows:  # each draft's decodes scored as the headline's are
         name = row["SSLD draft"]
         row[f"quality ({kind})"] = quality_level(
-            scored[name] if name in scored else score(oracle.generated))
+            scored[name] if name in scored else score(oracle.generated)
+        )
     e2e = pd.DataFrame(rows).set_index("SSLD draft")
     v |= e2e_values(e2e, best, acc_nfe, oracle.nfe.double(), anchors, gamma, c)
     v["c3_head_acc"] = head
-    v |= quality_values(kind, score(acc.generated), scored[best], n_bootstrap, seed)
+    v |= quality_values(
+        kind, score(acc.generated), scored[best], config.n_bootstrap, config.seed
+    )
     # wall-clock on the first n_timed samples (the runs above were the untimed warm-up)
-    p_t, a_t = prompt[:n_timed], anchors[:n_timed]
+    p_t, a_t = prompt[: config.n_timed], anchors[: config.n_timed]
 
     def gens_t():
-        return gens()[:n_timed]
+        return gens()[: config.n_timed]
 
     timed = accelerators.timed(cfg)  # as the method runs (a speculation's whole tree)
-    t_acc = accelerators.wall_clock(lambda: generate(target, p_t, timed, gens_t()),
-                                    n_repeats, warmup=0)
+    t_acc = accelerators.wall_clock(
+        lambda: generate(target, p_t, timed, gens_t()), config.n_repeats, warmup=0
+    )
     t_ssld = accelerators.wall_clock(
-        lambda: accelerators.draft_then_ssld(target, drafters[best], p_t, a_t, sid,
-                                             timed, gens_t(), c),
-        n_repeats, warmup=0)
-    v |= {"c3_wall_acc": float(np.median(t_acc)),
-          "c3_wall_ssld": float(np.median(t_ssld)),
-          "c3_wall_ratio": float(np.median(t_ssld) / np.median(t_acc))}
+        lambda: accelerators.draft_then_ssld(
+            target, drafters[best], p_t, a_t, sid, timed, gens_t(), c
+        ),
+        config.n_repeats,
+        warmup=0,
+    )
+    v |= {
+        "c3_wall_acc": float(np.median(t_acc)),
+        "c3_wall_ssld": float(np.median(t_ssld)),
+        "c3_wall_ratio": float(np.median(t_ssld) / np.median(t_acc)),
+    }
     # three bars on alpha
-    needed = [a_star, a_values.get("c3_model_a_alpha_needed", float("nan")),
-              win_condition.model_b_alpha_needed(gamma, v["c3_delta"], 1, c)]
+    needed = [
+        a_star,
+        a_values.get("c3_model_a_alpha_needed", float("nan")),
+        win_condition.model_b_alpha_needed(gamma, v["c3_delta"], 1, c),
+    ]
     bars = bars_table(dict(zip(BARS, needed, strict=True)), alpha, alpha_hi)
     if bars.iloc[1]["reachable (<= 1)"]:
         v["c3_shortfall_model_a"] = bars.iloc[1]["shortfall"]
@@ -443,24 +570,39 @@ def measure(
     degenerate = v["c3_tau_acc_lo"] <= 1.0 + 1e-9
     v["c3_accelerator_degenerate"] = int(degenerate)
     v["c3_tau_note"] = tau_note(degenerate)
-    v["c3_bar_note"] = win_condition.bar_note(v["c3_alpha_lo"], alpha_hi,
-                                              v["c3_tau_acc_lo"], v["c3_tau_acc_hi"])
+    v["c3_bar_note"] = win_condition.bar_note(
+        v["c3_alpha_lo"], alpha_hi, v["c3_tau_acc_lo"], v["c3_tau_acc_hi"]
+    )
     if tau_paper is not None:  # the paper's own bar beside ours, as context
         a_paper, short_paper, paper_note = win_condition.paper_bar(tau_paper, alpha_hi)
-        v |= {"c3_paper_bar_alpha_star": a_paper,
-              "c3_paper_bar_shortfall_lo": short_paper, "c3_paper_bar_note": paper_note}
+        v |= {
+            "c3_paper_bar_alpha_star": a_paper,
+            "c3_paper_bar_shortfall_lo": short_paper,
+            "c3_paper_bar_note": paper_note,
+        }
     v["c3_gap_note"] = gap_note(v["c3_shortfall"], e2e.loc[best])
-    out.tables = {"accelerators": acc_table, "acceptance": table, "robust": robust,
-                  "e2e": e2e, "wall_clock": pd.DataFrame(
-                      {"accelerator alone (s)": t_acc,
-                       "SSLD, draft + verify + infill (s)": t_ssld},
-                      index=pd.RangeIndex(1, n_repeats + 1, name="repeat")),
-                  "bars": bars}
-    out.arrays |= {"nfe_by_accelerator": {n: r.nfe.cpu() for n, r in acc_runs.items()},
-                   "generated_by_accelerator": {n: r.generated.cpu()
-                                                for n, r in acc_runs.items()},
-                   "acc_nfe": acc_nfe, "ssld_nfe": ssld_runs[best].nfe,
-                   "wall_acc": t_acc, "wall_ssld": t_ssld}
+    out.tables = {
+        "accelerators": acc_table,
+        "acceptance": table,
+        "robust": robust,
+        "e2e": e2e,
+        "wall_clock": pd.DataFrame(
+            {
+                "accelerator alone (s)": t_acc,
+                "SSLD, draft + verify + infill (s)": t_ssld,
+            },
+            index=pd.RangeIndex(1, config.n_repeats + 1, name="repeat"),
+        ),
+        "bars": bars,
+    }
+    out.arrays |= {
+        "nfe_by_accelerator": {n: r.nfe.cpu() for n, r in acc_runs.items()},
+        "generated_by_accelerator": {n: r.generated.cpu() for n, r in acc_runs.items()},
+        "acc_nfe": acc_nfe,
+        "ssld_nfe": ssld_runs[best].nfe,
+        "wall_acc": t_acc,
+        "wall_ssld": t_ssld,
+    }
     out.n_clusters = sid.n_clusters
     # the IDs the target wrote at the anchors, per codebook (what an ID tells)
     out.arrays["anchor_ids"] = [b.sid(tokens)[anchors].cpu() for b in books.values()]

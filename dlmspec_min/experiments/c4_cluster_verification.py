@@ -14,7 +14,7 @@ random - semantic. The same across K, and which confusions each partition merges
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -25,7 +25,9 @@ from ..measures import stats
 from ..measures.order import row_generators
 from ..ssld import accelerators, codebooks, decoder, drafting, inputs, semantic
 from ..worlds import PROSE, World
+from . import config
 from .common import Measurement, Models
+from .config import param
 
 VERIFY = "verify-pass argmax (relaxed decoder)"  # the primary target token
 ORACLE = "final decoded token (oracle)"
@@ -174,56 +176,108 @@ def rule_values(row) -> dict[str, float]:
             "c4_random_minus_semantic_hi": float(row["difference high"])}
 
 
-def measure(models: Models, *, n_samples: int = 32, gen_length: int = 48,
-            block_length: int = 16, threshold: float = 0.9, temperature: float = 1.0,
-            K: int = 256, K_sweep=(32, 128, 512), n_permutations: int = 10000,
-            n_bootstrap: int = 2000, seed: int = 0, device: str = "cpu",
-            world: World = PROSE) -> ClusterVerification:
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "04_cluster_verification"
+
+    world: str = config.world_param("04_cluster_verification")
+    model: str = param("dlmspec/base", "target")
+    draft: str = param("dlmspec/small", "the cheap TOK-mode draft (same vocabulary)")
+    trust_remote_code: bool = param(False,
+        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    n_samples: int = param(32, "unconditional samples (the prompt is [BOS])")
+    gen_length: int = param(48, "generated tokens per sample")
+    block_length: int = param(16, "block length of the decoder that finds the anchors")
+    threshold: float = param(0.9, "Fast-dLLM confidence threshold of that decoder")
+    temperature: float = param(1.0, "its sampling temperature")
+    K: int = param(256, "number of semantic clusters")
+    K_sweep: list = param([32, 128, 512], "further K values")
+    n_permutations: int = param(10000, "size-matched random clusterings per K")
+    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
+    seed: int = param(0, "seed of every random draw (k-means, decode, permutations)")
+    dtype: str = param("float32",
+        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
+        "saved)")
+    device_map: str = param("none",
+        "from_pretrained device_map: none (load, then move to device), auto "
+        "(shard over GPUs) or a device")
+    device: str = param("cpu", "torch device")
+
+
+def measure(models: Models, world: World, config: Config) -> ClusterVerification:
     """Everything C4's page measures in ``world``, in the page's order (``values``:
     the ``c4_*`` glue names except the verdicts and the run time, which the page
     records)."""
-    pairs = token_pairs(models, n_samples=n_samples, gen_length=gen_length,
-                        block_length=block_length, threshold=threshold,
-                        temperature=temperature, K=K, seed=seed, device=device,
-                        world=world)
+    pairs = token_pairs(
+        models,
+        n_samples=config.n_samples,
+        gen_length=config.gen_length,
+        block_length=config.block_length,
+        threshold=config.threshold,
+        temperature=config.temperature,
+        K=config.K,
+        seed=config.seed,
+        device=config.device,
+        world=world,
+    )
     drafted, anchors, sid = pairs.drafted, pairs.anchors, pairs.sid
     rows, perms = {}, {}
     for i, (name, tt) in enumerate(pairs.targets.items()):
         rows[name], perms[name] = acceptance_row(
-            drafted, tt, anchors, sid, n_permutations=n_permutations,
-            n_bootstrap=n_bootstrap, seed=seed, permutation_seed=seed + i)
+            drafted,
+            tt,
+            anchors,
+            sid,
+            n_permutations=config.n_permutations,
+            n_bootstrap=config.n_bootstrap,
+            seed=config.seed,
+            permutation_seed=config.seed + i,
+        )
     acc = pd.DataFrame.from_dict(rows, orient="index").rename_axis("target token")
     m, o = acc.loc[VERIFY], acc.loc[ORACLE]
     v = {f"c4_{key}": m[col] for key, col in ACCEPTANCE_KEYS.items()}
     v.update({f"c4_{key}": o[col] for key, col in ORACLE_KEYS.items()})
     v["c4_n_anchors"] = int(anchors.sum())
-    v["c4_n_permutations"] = n_permutations
+    v["c4_n_permutations"] = config.n_permutations
     v["c4_chance_uniform"] = semantic.uniform_chance(sid)
     v["c4_same_cluster_chance"] = semantic.same_cluster_chance(sid)
 
     tt, piece = pairs.targets[VERIFY], pairs.anchors_piece
-    units = pd.DataFrame({
-        "word anchors (headline)": unit_row(drafted, tt, anchors, sid),
-        "piece-level anchors (secondary)": unit_row(drafted, tt, piece, sid),
-    }).T
+    units = pd.DataFrame(
+        {
+            "word anchors (headline)": unit_row(drafted, tt, anchors, sid),
+            "piece-level anchors (secondary)": unit_row(drafted, tt, piece, sid),
+        }
+    ).T
     pr = units.loc["piece-level anchors (secondary)"]
     v["c4_alpha_tok_piece"] = pr["alpha_tok"]
     v["c4_alpha_clu_piece"] = pr["alpha_clu (semantic)"]
     v["c4_random_expected_piece"] = pr["random, closed form"]
-    v["c4_continuation_share_of_anchors"] = float((piece & ~anchors).sum()
-                                                  / piece.sum())
+    v["c4_continuation_share_of_anchors"] = float(
+        (piece & ~anchors).sum() / piece.sum()
+    )
 
-    sweep = k_sweep(models, pairs, K=K, K_sweep=K_sweep,
-                    alpha_tok=float(m["alpha_tok"]), n_permutations=n_permutations,
-                    seed=seed)
+    sweep = k_sweep(
+        models,
+        pairs,
+        K=config.K,
+        K_sweep=config.K_sweep,
+        alpha_tok=float(m["alpha_tok"]),
+        n_permutations=config.n_permutations,
+        seed=config.seed,
+    )
     v["c4_sweep_random_more_share"] = float(sweep["random > semantic"].mean())
     v["c4_sweep_min_p"] = float(sweep["p (random accepts more)"].min())
 
     tok = models.tokenizer
-    conf, merged = semantic.pair_merge_table(drafted[anchors], tt[anchors], sid, tok,
-                                             top=TOP_CONFUSIONS)
+    conf, merged = semantic.pair_merge_table(
+        drafted[anchors], tt[anchors], sid, tok, top=TOP_CONFUSIONS
+    )
     _, merged_o = semantic.pair_merge_table(
-        drafted[anchors], pairs.targets[ORACLE][anchors], sid, tok, top=TOP_CONFUSIONS)
+        drafted[anchors], pairs.targets[ORACLE][anchors], sid, tok, top=TOP_CONFUSIONS
+    )
     v["c4_confusions_merged_semantic"] = merged
     v["c4_confusions_merged_semantic_oracle"] = merged_o
     sizes = sid.sizes().numpy()
@@ -232,7 +286,9 @@ def measure(models: Models, *, n_samples: int = 32, gen_length: int = 48,
     oracle_rule = rule_values(o)
     v["c4_oracle_ratio"] = oracle_rule["c4_ratio"]
     return ClusterVerification(
-        values=v, tables={"acceptance": acc, "units": units, "sweep": sweep,
-                          "confusions": conf},
+        values=v,
+        tables={"acceptance": acc, "units": units, "sweep": sweep, "confusions": conf},
         arrays={"perms": perms, "cluster_sizes": sizes, "pairs": pairs},
-        rule_values=rule_values(m), oracle_rule_values=oracle_rule)
+        rule_values=rule_values(m),
+        oracle_rule_values=oracle_rule,
+    )

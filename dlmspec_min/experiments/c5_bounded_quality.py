@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -31,8 +32,10 @@ from ..measures import judge as judges
 from ..measures import quality, stats
 from ..measures.order import row_generators
 from ..ssld import accelerators, drafting, inputs, semantic
-from ..worlds import PROSE, World
+from ..worlds import World
+from . import config
 from .common import Measurement, Models
+from .config import param
 
 BASELINE = "baseline"
 EXACT = "exact SSLD"
@@ -200,83 +203,160 @@ def rule_values(res: pd.DataFrame, quality_bound: float) -> dict[str, float]:
         "c5_rep2_base_hi": res.attrs["repeated_bigrams_max"]}.items()}
 
 
-def measure(models: Models, *, judge: str = judges.SMOLLM2, n_samples: int = 12,
-            gen_length: int = 48, block_length: int = 16, threshold: float = 0.9,
-            thresholds=(0.9, 0.5), temperature: float = 1.0, K: int = 256,
-            quality_bound: float = 0.05, n_bootstrap: int = 2000, seed: int = 0,
-            device: str = "cpu", world: World = PROSE) -> BoundedQuality:
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "05_bounded_quality"
+
+    world: str = config.world_param("05_bounded_quality")
+    model: str = param("dlmspec/base", "target")
+    draft: str = param("dlmspec/small",
+        "the cheap draft (same vocabulary as the target)")
+    trust_remote_code: bool = param(False,
+        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    judge: str = param("smollm2-135m", "independent judge model")
+    n_samples: int = param(12, "unconditional samples (the prompt is [BOS])")
+    gen_length: int = param(48, "generated tokens per sample")
+    block_length: int = param(16, "block length of every decoder")
+    threshold: float = param(0.9, "Fast-dLLM threshold that SSLD infills with")
+    thresholds: list = param([0.9, 0.5], "accelerator settings on the frontier")
+    temperature: float = param(1.0, "sampling temperature of every decode")
+    K: int = param(256, "number of semantic clusters")
+    quality_bound: float = param(0.05,
+        "allowed drop of judge top-1 agreement below the baseline")
+    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole samples)")
+    seed: int = param(0, "seed of every random draw")
+    dtype: str = param("float32",
+        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
+        "saved)")
+    device_map: str = param("none",
+        "from_pretrained device_map: none (load, then move to device), auto "
+        "(shard over GPUs) or a device")
+    device: str = param("cpu", "torch device")
+
+
+def measure(models: Models, world: World, config: Config) -> BoundedQuality:
     """Everything C5's page measures on ``world``'s prompts and roles, in the page's
     order (``values``: the ``c5_*`` glue names except the verdict and the run time,
     which the page records)."""
     target, tok = models.target, models.tokenizer
-    jm = judges.load_judge(judge, device=device)
+    jm = judges.load_judge(config.judge, device=config.device)
     lexicon = world.roles()
-    prompt = world.prompts(tok, n_samples, seed=seed, device=device)
-    L = prompt.shape[1] + gen_length
-    sid = semantic.semantic_ids_for(target, K, seed=seed, tokenizer=tok)
+    prompt = world.prompts(
+        tok, config.n_samples, seed=config.seed, device=config.device
+    )
+    L = prompt.shape[1] + config.gen_length
+    sid = semantic.semantic_ids_for(target, config.K, seed=config.seed, tokenizer=tok)
     drafter = drafting.SmallMarginalDraft(models.draft, sid)
-    c = drafting.relative_cost(drafter(prompt[:1], gen_length), target, L)
-    decoders = Decoders(gen_length, block_length, temperature)
-    n_warm = min(N_WARMUP, n_samples)
-    generate(target, prompt[:n_warm], decoders.baseline,
-             row_generators(seed, n_warm, device))  # warm-up, untimed
+    c = drafting.relative_cost(drafter(prompt[:1], config.gen_length), target, L)
+    decoders = Decoders(config.gen_length, config.block_length, config.temperature)
+    n_warm = min(N_WARMUP, config.n_samples)
+    generate(
+        target,
+        prompt[:n_warm],
+        decoders.baseline,
+        row_generators(config.seed, n_warm, config.device),
+    )  # warm-up, untimed
 
     runs, accepted, anchors, piece = decode_all(
-        models, drafter, sid, prompt, decoders, threshold=threshold,
-        thresholds=thresholds, c=c, seed=seed, lexicon=lexicon, device=device)
-    v = {"c5_continuation_share_of_anchors":
-         float((piece & ~anchors).sum() / piece.sum()),
-         "c5_c": c, "c5_relaxed_acceptance": accepted[RELAXED],
-         "c5_exact_acceptance": accepted[EXACT]}
+        models,
+        drafter,
+        sid,
+        prompt,
+        decoders,
+        threshold=config.threshold,
+        thresholds=config.thresholds,
+        c=c,
+        seed=config.seed,
+        lexicon=lexicon,
+        device=config.device,
+    )
+    v = {
+        "c5_continuation_share_of_anchors": float(
+            (piece & ~anchors).sum() / piece.sum()
+        ),
+        "c5_c": c,
+        "c5_relaxed_acceptance": accepted[RELAXED],
+        "c5_exact_acceptance": accepted[EXACT],
+    }
 
     specials = sid.special.nonzero().flatten().tolist()
-    answers = world.answers(n_samples, seed=seed)
-    correct_of = (None if answers is None else
-                  lambda gen: world.answer_correct(tok, gen, answers))
-    res = judge_table(jm, tok, runs, specials, quality_bound=quality_bound,
-                      n_bootstrap=n_bootstrap, seed=seed, correct_of=correct_of)
+    answers = world.answers(config.n_samples, seed=config.seed)
+    correct_of = (
+        None if answers is None else lambda gen: world.answer_correct(tok, gen, answers)
+    )
+    res = judge_table(
+        jm,
+        tok,
+        runs,
+        specials,
+        quality_bound=config.quality_bound,
+        n_bootstrap=config.n_bootstrap,
+        seed=config.seed,
+        correct_of=correct_of,
+    )
     rx, bs, every = res.loc[RELAXED], res.loc[BASELINE], res.loc[EVERY]
-    acc = res.loc[accelerator_name(threshold)]
-    v.update({
-        "c5_speedup": rx["speedup (NFE)"], "c5_speedup_lo": rx["speedup low"],
-        "c5_speedup_hi": rx["speedup high"],
-        "c5_speedup_vs_acc": acc["NFE"] / rx["NFE"],
-        "c5_speedup_tf": rx["speedup (token-forwards)"],
-        "c5_speedup_wall": rx["speedup (wall)"],
-        "c5_agree_base": bs["judge agreement"],
-        "c5_agree_relaxed": rx["judge agreement"],
-        "c5_agree_acc": acc["judge agreement"],
-        "c5_agree_exact": res.loc[EXACT, "judge agreement"],
-        "c5_agree_every": every["judge agreement"],
-        "c5_speedup_every": every["speedup (NFE)"],
-        "c5_agree_drop": rx["agreement drop"],
-        "c5_agree_drop_lo": rx["drop low"], "c5_agree_drop_hi": rx["drop high"],
-        "c5_ppl_base": bs["judge perplexity"],
-        "c5_ppl_relaxed": rx["judge perplexity"],
-        "c5_rep_base": bs["repeated unigrams"],
-        "c5_rep_relaxed": rx["repeated unigrams"],
-        "c5_rep2_base": bs["repeated bigrams"],
-        "c5_rep2_base_hi": res.attrs["repeated_bigrams_max"],
-        "c5_rep2_relaxed": rx["repeated bigrams"],
-        "c5_rep2_every": every["repeated bigrams"],
-        "c5_quality_bound": quality_bound,
-        **quality_values(res),
-        "c5_quality_measure": res.attrs["quality"][0],
-        "c5_relaxed_within_bound": int(rx["inside bound"]),
-        "c5_every_within_bound": int(every["inside bound"]),
-    })
+    acc = res.loc[accelerator_name(config.threshold)]
+    v.update(
+        {
+            "c5_speedup": rx["speedup (NFE)"],
+            "c5_speedup_lo": rx["speedup low"],
+            "c5_speedup_hi": rx["speedup high"],
+            "c5_speedup_vs_acc": acc["NFE"] / rx["NFE"],
+            "c5_speedup_tf": rx["speedup (token-forwards)"],
+            "c5_speedup_wall": rx["speedup (wall)"],
+            "c5_agree_base": bs["judge agreement"],
+            "c5_agree_relaxed": rx["judge agreement"],
+            "c5_agree_acc": acc["judge agreement"],
+            "c5_agree_exact": res.loc[EXACT, "judge agreement"],
+            "c5_agree_every": every["judge agreement"],
+            "c5_speedup_every": every["speedup (NFE)"],
+            "c5_agree_drop": rx["agreement drop"],
+            "c5_agree_drop_lo": rx["drop low"],
+            "c5_agree_drop_hi": rx["drop high"],
+            "c5_ppl_base": bs["judge perplexity"],
+            "c5_ppl_relaxed": rx["judge perplexity"],
+            "c5_rep_base": bs["repeated unigrams"],
+            "c5_rep_relaxed": rx["repeated unigrams"],
+            "c5_rep2_base": bs["repeated bigrams"],
+            "c5_rep2_base_hi": res.attrs["repeated_bigrams_max"],
+            "c5_rep2_relaxed": rx["repeated bigrams"],
+            "c5_rep2_every": every["repeated bigrams"],
+            "c5_quality_bound": config.quality_bound,
+            **quality_values(res),
+            "c5_quality_measure": res.attrs["quality"][0],
+            "c5_relaxed_within_bound": int(rx["inside bound"]),
+            "c5_every_within_bound": int(every["inside bound"]),
+        }
+    )
     if answers is not None:  # each decoder's answer accuracy, beside the judge
-        v |= {f"c5_answer_acc_{k}": res.loc[name, "answer accuracy"] for k, name in (
-            ("base", BASELINE), ("acc", accelerator_name(threshold)),
-            ("exact", EXACT), ("relaxed", RELAXED), ("every", EVERY))}
+        v |= {
+            f"c5_answer_acc_{k}": res.loc[name, "answer accuracy"]
+            for k, name in (
+                ("base", BASELINE),
+                ("acc", accelerator_name(config.threshold)),
+                ("exact", EXACT),
+                ("relaxed", RELAXED),
+                ("every", EVERY),
+            )
+        }
     inside = res[res["inside bound"]]
     v["c5_best_speedup_in_bound"] = float(inside["speedup (NFE)"].max())
     v["c5_best_in_bound"] = str(inside["speedup (NFE)"].idxmax())
 
-    examples = pd.DataFrame({name: quality.texts_of(tok, runs[name][0][:N_SHOWN])
-                             for name in runs})  # a sample of every decoder's text
+    examples = pd.DataFrame(
+        {name: quality.texts_of(tok, runs[name][0][:N_SHOWN]) for name in runs}
+    )  # a sample of every decoder's text
     examples.index.name = "sample"
-    return BoundedQuality(values=v, tables={"decoders": res, "examples": examples},
-                          arrays={"runs": runs, "accepted": accepted,
-                                  "anchors": anchors, "anchors_piece": piece},
-                          rule_values=rule_values(res, quality_bound))
+    return BoundedQuality(
+        values=v,
+        tables={"decoders": res, "examples": examples},
+        arrays={
+            "runs": runs,
+            "accepted": accepted,
+            "anchors": anchors,
+            "anchors_piece": piece,
+        },
+        rule_values=rule_values(res, config.quality_bound),
+    )

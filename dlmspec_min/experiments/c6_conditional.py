@@ -13,6 +13,7 @@ page's glued claim values (verdicts excepted: the page applies the rule of
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,9 @@ from ..measures import regime
 from ..measures.tagger import CONTENT, FUNCTION, PUNCT
 from ..ssld import codebooks, conditional, drafting, win_condition
 from ..worlds import PROSE, World
+from . import config
 from .common import Measurement, Models
+from .config import param
 
 UNC, PRO = "unconditional ([BOS])", "held-out text prompts"
 # the words a world without decodes free of context (math) puts where the page
@@ -241,11 +244,50 @@ def figure_values(figs: dict, diff: pd.DataFrame, n_samples: int, gen_length: in
     return v
 
 
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "06_conditional"
+
+    world: str = config.world_param("06_conditional",
+                                    note="in math, the prompted side only")
+    model: str = param("dlmspec/base", "target: a registry name or a local folder")
+    draft: str = param("dlmspec/small",
+        "the cheap draft (same vocabulary as the target)")
+    trust_remote_code: bool = param(False,
+        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    n_samples: int = param(16,
+        "samples per prompt set (prompted: one held-out prompt each)")
+    prompt_length: int = param(16,
+        "prompt tokens: [BOS] and the first 15 tokens of a held-out sentence")
+    gen_length: int = param(48, "generated tokens per sample")
+    block_length: int = param(16, "block length of the accelerators")
+    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
+    temperature: float = param(1.0,
+        "sampling temperature of every decode, as in chapters 01-03")
+    K: int = param(256, "number of semantic clusters")
+    levels: int = param(1, "residual k-means levels")
+    n_train: int = param(512, "Brown training windows for the SID head")
+    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
+    seed: int = param(0,
+        "seed of every random draw but the prompts: decoding noise, codebooks, "
+        "heads")
+    prompt_seed: int = param(0, "seed of the held-out prompt set (fixed across builds)")
+    n_codebooks: int = param(5,
+        "codebooks (IDs + head) alpha_SID is averaged over: seeds seed*n ... "
+        "seed*n+n-1")
+    dtype: str = param("float32",
+        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
+        "saved)")
+    device_map: str = param("none",
+        "from_pretrained device_map: none (load, then move to device), auto "
+        "(shard over GPUs) or a device")
+    device: str = param("cpu", "torch device")
+
+
 def measure(
-    models: Models, *, n_samples: int, prompt_length: int, gen_length: int,
-    block_length: int, threshold: float, temperature: float, K: int, levels: int,
-    n_train: int, n_bootstrap: int, seed: int, prompt_seed: int, n_codebooks: int,
-    device: str = "cpu", world: World = PROSE, head_kw: dict | None = None,
+    models: Models, world: World, config: Config, *, head_kw: dict | None = None
 ) -> ConditionalMeasurement:
     """C1-C3's key figures without context and with it (``prompt_sets``), side by
     side.
@@ -258,38 +300,74 @@ def measure(
     """
     target, draft, tok = models.target, models.draft, models.tokenizer
     counts = world.token_counts(tok, vocab_size=target.vocab_size)
-    book_seeds = codebooks.codebook_seeds(seed, n_codebooks)
-    prompts = prompt_sets(tok, n_samples, prompt_length, prompt_seed, device, world)
-    figs = {name: conditional.key_figures(
-        target, draft, tok, prompt, K=K, codebook_seeds=book_seeds, world=world,
-        levels=levels, n_train=n_train, gen_length=gen_length,
-        block_length=block_length, threshold=threshold, temperature=temperature,
-        seed=seed, n_boot=n_bootstrap, counts=counts,
-        e2e_infill=infill_accelerator(target), head_kw=head_kw)
-        for name, prompt in prompts.items()}
+    book_seeds = codebooks.codebook_seeds(config.seed, config.n_codebooks)
+    prompts = prompt_sets(
+        tok,
+        config.n_samples,
+        config.prompt_length,
+        config.prompt_seed,
+        config.device,
+        world,
+    )
+    figs = {
+        name: conditional.key_figures(
+            target,
+            draft,
+            tok,
+            prompt,
+            K=config.K,
+            codebook_seeds=book_seeds,
+            world=world,
+            levels=config.levels,
+            n_train=config.n_train,
+            gen_length=config.gen_length,
+            block_length=config.block_length,
+            threshold=config.threshold,
+            temperature=config.temperature,
+            seed=config.seed,
+            n_boot=config.n_bootstrap,
+            counts=counts,
+            e2e_infill=infill_accelerator(target),
+            head_kw=head_kw,
+        )
+        for name, prompt in prompts.items()
+    }
     long = conditional.side_by_side(figs)
     diff = conditional.differences(long, UNC, PRO) if UNC in figs else None
     tables = {
         "prompts": pd.DataFrame({"prompt": _texts(tok, prompts[PRO][:4])}),
-        "seconds": pd.DataFrame({k: f.seconds for k, f in figs.items()}).round(1)
+        "seconds": pd.DataFrame({k: f.seconds for k, f in figs.items()})
+        .round(1)
         .rename_axis("seconds"),
         "continuations": continuations(figs[PRO], tok),
-        "side_by_side": shown_table(long, diff), "long": long, "differences": diff,
-        "acceptance": acceptance_table(figs), "per_codebook": per_codebook_table(figs),
-        "accelerators": pd.concat({k: f.accelerators for k, f in figs.items()},
-                                  names=["condition"]).round(3),
+        "side_by_side": shown_table(long, diff),
+        "long": long,
+        "differences": diff,
+        "acceptance": acceptance_table(figs),
+        "per_codebook": per_codebook_table(figs),
+        "accelerators": pd.concat(
+            {k: f.accelerators for k, f in figs.items()}, names=["condition"]
+        ).round(3),
     }
-    values = figure_values(figs, diff, n_samples, gen_length, temperature)
+    values = figure_values(
+        figs, diff, config.n_samples, config.gen_length, config.temperature
+    )
     for prefix, cond in (("c6_", PRO), ("c6_uncond_", UNC)):  # beside the bars
         if cond not in figs:
             continue
         f = figs[cond]
-        values |= {f"{prefix}{k}": x for k, x in regime.bar_split(
-            f.runs[f.strongest], tok.eos_token_id, n_bootstrap, seed).items()}
+        values |= {
+            f"{prefix}{k}": x
+            for k, x in regime.bar_split(
+                f.runs[f.strongest], tok.eos_token_id, config.n_bootstrap, config.seed
+            ).items()
+        }
     return ConditionalMeasurement(
         values=values,
-        tables=tables, arrays={"prompts": prompts, "codebook_seeds": book_seeds},
-        figures=figs)
+        tables=tables,
+        arrays={"prompts": prompts, "codebook_seeds": book_seeds},
+        figures=figs,
+    )
 
 
 # --- the figures --------------------------------------------------------------------

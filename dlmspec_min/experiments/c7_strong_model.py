@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -40,8 +40,10 @@ from ..ssld import (
     inputs,
     win_condition,
 )
-from ..worlds import PROSE, World
+from ..worlds import World
+from . import config
 from .common import Measurement
+from .config import param
 
 ROLES = ("small", "base", "large")  # the page's order of the three targets
 KEEP = (tagger.CONTENT, tagger.FUNCTION)
@@ -296,11 +298,60 @@ def check_sizes(n_tau: int, n_samples: int) -> None:
         raise ValueError(f"n_tau = {n_tau} must not exceed n_samples = {n_samples}")
 
 
-def measure(models: StrongModels, *, n_windows: int, n_positions: int, batch_size: int,
-            n_samples: int, n_tau: int, gen_length: int, block_length: int,
-            threshold: float, temperature: float, K: int, levels: int, n_train: int,
-            n_bootstrap: int, seed: int, n_codebooks: int, paper_ratio: float,
-            tau_paper: float, device: str = "cpu", world: World = PROSE) -> Measurement:
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "07_strong_model"
+
+    world: str = config.world_param("07_strong_model")
+    model: str = param("dlmspec/base",
+        "reference target (the target of chapters 02-03)")
+    large_model: str = param("dlmspec/large",
+        "the stronger target (the paper's: LLaDA-8B)")
+    small_model: str = param("dlmspec/small", "a weaker model, for context")
+    draft: str = param("dlmspec/small",
+        "SSLD's draft against large_model (must share its vocabulary)")
+    trust_remote_code: bool = param(False,
+        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    n_windows: int = param(64, "held-out Brown windows measured (of 256)")
+    n_positions: int = param(16,
+        "content/function positions measured per window (0: all)")
+    batch_size: int = param(64, "row copies (one masked position each) per forward")
+    n_samples: int = param(32,
+        "unconditional samples of the large target (its content anchors)")
+    n_tau: int = param(6,
+        "the first n_tau samples are decoded by every accelerator (tau_acc)")
+    gen_length: int = param(48, "generated tokens per sample")
+    block_length: int = param(16, "block length of the accelerators")
+    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
+    temperature: float = param(1.0, "sampling temperature of every decode")
+    K: int = param(256,
+        "number of semantic clusters (of the large target's embeddings)")
+    levels: int = param(1, "residual k-means levels")
+    n_train: int = param(2048, "Brown training windows for the SID head")
+    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
+    seed: int = param(0, "seed of every random draw")
+    n_codebooks: int = param(5,
+        "codebooks (IDs + head) alpha_SID is averaged over: seeds seed*n ... "
+        "seed*n+n-1")
+    dtype: str = param("float32",
+        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
+        "saved)")
+    device_map: str = param("none",
+        "from_pretrained device_map: none (load, then move to device), auto "
+        "(shard over GPUs) or a device")
+    device: str = param("cpu", "torch device")
+
+
+def measure(
+    models: StrongModels,
+    world: World,
+    config: Config,
+    *,
+    paper_ratio: float,
+    tau_paper: float,
+) -> Measurement:
     """Determinedness of the three targets and SSLD on the large one (module doc),
     in ``world`` (its held-out text, prompts, roles and the head's training text).
 
@@ -313,7 +364,7 @@ def measure(models: StrongModels, *, n_windows: int, n_positions: int, batch_siz
     positions (the top-1 probability of every measured position), held (the
     windows), n_clusters, strongest, tau_acc, a_star, best.
     """
-    check_sizes(n_tau, n_samples)
+    check_sizes(config.n_tau, config.n_samples)
     values, tables, arrays = {}, {}, {}
     n_params = parameter_counts(models)
     for role, n in n_params.items():
@@ -322,109 +373,185 @@ def measure(models: StrongModels, *, n_windows: int, n_positions: int, batch_siz
 
     # determinedness on held-out text
     lexicon = world.roles()
-    ref_tok, held = world.held_out_rows(n_windows, seed)
+    ref_tok, held = world.held_out_rows(config.n_windows, config.seed)
     loo, classes_of, seconds = leave_one_out_by_role(
-        models, held, ref_tok, lexicon, n_positions, batch_size, seed, device)
+        models,
+        held,
+        ref_tok,
+        lexicon,
+        config.n_positions,
+        config.batch_size,
+        config.seed,
+        config.device,
+    )
     base_positions = loo["base"].measured.cpu()
-    same_positions = all(torch.equal(loo[r].measured.cpu(), base_positions)
-                         for r in ROLES)
-    values |= {"c7_n_windows": n_windows,
-               "c7_positions_measured": int(loo["large"].measured.sum()),
-               "c7_same_positions": int(same_positions)}
-    summary, per_window = determinedness_summary(loo, classes_of, n_bootstrap, seed)
+    same_positions = all(
+        torch.equal(loo[r].measured.cpu(), base_positions) for r in ROLES
+    )
+    values |= {
+        "c7_n_windows": config.n_windows,
+        "c7_positions_measured": int(loo["large"].measured.sum()),
+        "c7_same_positions": int(same_positions),
+    }
+    summary, per_window = determinedness_summary(
+        loo, classes_of, config.n_bootstrap, config.seed
+    )
     values |= summary_values(summary)
-    ratios = determinedness_ratios(per_window, n_bootstrap, seed)
+    ratios = determinedness_ratios(per_window, config.n_bootstrap, config.seed)
     values |= ratio_values(ratios)
     values["c7_size_ratio"] = n_params["large"] / n_params["base"]
     values["c7_fn_words"] = fn_words(function_words_above(summary))
     values["c7_det_ratio_to_paper"] = values["c7_det_ratio"] / paper_ratio
     for role in ("base", "large"):
-        values[f"c7_acc_hits_{role}"] = int(per_window[role, tagger.CONTENT,
-                                                       "correct"][0].sum())
+        values[f"c7_acc_hits_{role}"] = int(
+            per_window[role, tagger.CONTENT, "correct"][0].sum()
+        )
     tables |= {"summary": summary, "ratios": ratios}
-    arrays |= {"loo": loo, "classes": classes_of, "seconds": seconds, "held": held,
-               "positions": position_values(loo, classes_of)}
+    arrays |= {
+        "loo": loo,
+        "classes": classes_of,
+        "seconds": seconds,
+        "held": held,
+        "positions": position_values(loo, classes_of),
+    }
 
     # SSLD with the large model as the target
     large, tok_l = models.loaded[models.names["large"]]
     draft_den = models.loaded[models.draft][0]
-    book_seeds = codebooks.codebook_seeds(seed, n_codebooks)
-    prompt = world.prompts(tok_l, n_samples, seed=seed, device=device)
+    book_seeds = codebooks.codebook_seeds(config.seed, config.n_codebooks)
+    prompt = world.prompts(
+        tok_l, config.n_samples, seed=config.seed, device=config.device
+    )
     P = prompt.shape[1]
     accs = accelerators.accelerators(  # LLaDA's code: no cache
-        gen_length, block_length, threshold, temperature,
-        supports_cache=large.supports_cache)
+        config.gen_length,
+        config.block_length,
+        config.threshold,
+        config.temperature,
+        supports_cache=large.supports_cache,
+    )
 
     def gens():
         """The same seeded stream per sample for every decoder."""
-        return row_generators(seed, n_samples, device)
+        return row_generators(config.seed, config.n_samples, config.device)
 
     t0 = time.perf_counter()
-    bar = accelerator_bar(large, prompt, accs, n_tau, n_bootstrap, seed, gens,
-                          tok_l.eos_token_id)
+    bar = accelerator_bar(
+        large,
+        prompt,
+        accs,
+        config.n_tau,
+        config.n_bootstrap,
+        config.seed,
+        gens,
+        tok_l.eos_token_id,
+    )
     ref = bar["ref"]
     tokens = ref.generated  # (B, G)
     anchors = inputs.anchor_mask(tok_l, ref.tokens, lexicon)[:, P:]  # content words
     anchors_piece = inputs.anchor_mask(tok_l, ref.tokens, lexicon, unit="piece")[:, P:]
     decode_seconds = time.perf_counter() - t0
     acc_table, strongest, a_star = bar["table"], bar["strongest"], bar["a_star"]
-    values |= {"c7_tau_acc_large": bar["tau_acc"],
-               "c7_tau_acc_large_lo": acc_table.loc[strongest, "low"],
-               "c7_tau_acc_large_hi": acc_table.loc[strongest, "high"],
-               "c7_alpha_star_large": a_star, "c7_decode_seconds": decode_seconds,
-               "c7_strongest": strongest}
-    values |= {f"c7_{k}": x for k, x in regime.bar_split(
-        bar["runs"][strongest], tok_l.eos_token_id, n_bootstrap, seed).items()}
+    values |= {
+        "c7_tau_acc_large": bar["tau_acc"],
+        "c7_tau_acc_large_lo": acc_table.loc[strongest, "low"],
+        "c7_tau_acc_large_hi": acc_table.loc[strongest, "high"],
+        "c7_alpha_star_large": a_star,
+        "c7_decode_seconds": decode_seconds,
+        "c7_strongest": strongest,
+    }
+    values |= {
+        f"c7_{k}": x
+        for k, x in regime.bar_split(
+            bar["runs"][strongest], tok_l.eos_token_id, config.n_bootstrap, config.seed
+        ).items()
+    }
 
     t0 = time.perf_counter()
-    seq_len = P + gen_length
-    books = codebooks.codebooks(large, draft_den, tok_l, world, prompt, tokens,
-                                anchors, K, book_seeds, levels=levels, n_train=n_train,
-                                n_boot=n_bootstrap, boot_seed=seed,
-                                seq_len=max(world.row_length, seq_len))
+    seq_len = P + config.gen_length
+    books = codebooks.codebooks(
+        large,
+        draft_den,
+        tok_l,
+        world,
+        prompt,
+        tokens,
+        anchors,
+        config.K,
+        book_seeds,
+        levels=config.levels,
+        n_train=config.n_train,
+        n_boot=config.n_bootstrap,
+        boot_seed=config.seed,
+        seq_len=max(world.row_length, seq_len),
+    )
     table, table_piece, best = acceptance_tables(
-        books, large, tokens, anchors, anchors_piece, seq_len, n_bootstrap, seed)
+        books,
+        large,
+        tokens,
+        anchors,
+        anchors_piece,
+        seq_len,
+        config.n_bootstrap,
+        config.seed,
+    )
     alpha, alpha_lo, alpha_hi = table.loc[best, ["alpha", "low", "high"]]
     short = win_condition.shortfall(a_star, alpha, alpha_hi)
     chances = chance_levels.mean_chance_levels(books, tokens, anchors)
     fp = table.loc[FIRST_PASS_LABEL]
     majority = chances[chance_levels.CHANCE_MAJORITY]
-    values |= {"c7_n_codebooks": len(books), "c7_alpha_sid_large": alpha,
-               "c7_alpha_lo_large": alpha_lo, "c7_alpha_hi_large": alpha_hi,
-               "c7_shortfall_large": short.value,
-               "c7_shortfall_is_bound": int(short.lower_bound),
-               "c7_target_first_pass_large": fp["alpha"],
-               "c7_target_first_pass_large_hi": fp["high"],
-               "c7_chance_large": chances[chance_levels.CHANCE_FREQUENCY],
-               "c7_chance_majority_large": majority,
-               "c7_n_anchors_large": int(anchors.sum())}
+    values |= {
+        "c7_n_codebooks": len(books),
+        "c7_alpha_sid_large": alpha,
+        "c7_alpha_lo_large": alpha_lo,
+        "c7_alpha_hi_large": alpha_hi,
+        "c7_shortfall_large": short.value,
+        "c7_shortfall_is_bound": int(short.lower_bound),
+        "c7_target_first_pass_large": fp["alpha"],
+        "c7_target_first_pass_large_hi": fp["high"],
+        "c7_chance_large": chances[chance_levels.CHANCE_FREQUENCY],
+        "c7_chance_majority_large": majority,
+        "c7_n_anchors_large": int(anchors.sum()),
+    }
     # the secondary figure: the same drafts on piece-level anchors (large's tokens)
     alpha_p, alpha_p_lo, alpha_p_hi = table_piece.loc[best, ["alpha", "low", "high"]]
-    values |= {"c7_alpha_sid_piece_large": alpha_p,
-               "c7_alpha_piece_lo_large": alpha_p_lo,
-               "c7_alpha_piece_hi_large": alpha_p_hi,
-               "c7_continuation_share_of_anchors":
-                   float((anchors_piece & ~anchors).sum() / anchors_piece.sum())}
+    values |= {
+        "c7_alpha_sid_piece_large": alpha_p,
+        "c7_alpha_piece_lo_large": alpha_p_lo,
+        "c7_alpha_piece_hi_large": alpha_p_hi,
+        "c7_continuation_share_of_anchors": float(
+            (anchors_piece & ~anchors).sum() / anchors_piece.sum()
+        ),
+    }
     table["alpha, piece-level anchors"] = table_piece["alpha"]
-    values |= {"c7_draft_seconds": time.perf_counter() - t0, "c7_best": best,
-               "c7_shortfall_words": "at least " if short.lower_bound else "",
-               "c7_majority_words": majority_words(alpha_lo, alpha_hi, majority)}
+    values |= {
+        "c7_draft_seconds": time.perf_counter() - t0,
+        "c7_best": best,
+        "c7_shortfall_words": "at least " if short.lower_bound else "",
+        "c7_majority_words": majority_words(alpha_lo, alpha_hi, majority),
+    }
     tables |= {"accelerators": acc_table, "acceptance": table}
-    arrays |= {"n_clusters": books[book_seeds[0]].sid.n_clusters,
-               "strongest": strongest, "tau_acc": bar["tau_acc"], "a_star": a_star,
-               "best": best}
+    arrays |= {
+        "n_clusters": books[book_seeds[0]].sid.n_clusters,
+        "strongest": strongest,
+        "tau_acc": bar["tau_acc"],
+        "a_star": a_star,
+        "best": best,
+    }
 
     # the bar's interval and the paper's own bar, as context for the verdict
     tau_lo, tau_hi = values["c7_tau_acc_large_lo"], values["c7_tau_acc_large_hi"]
     a_paper, short_paper, paper_note = win_condition.paper_bar(tau_paper, alpha_hi)
-    values |= {"c7_bar_note": win_condition.bar_note(alpha_lo, alpha_hi, tau_lo,
-                                                     tau_hi),
-               "c7_paper_bar_alpha_star": a_paper,
-               "c7_paper_bar_shortfall_lo": short_paper,
-               "c7_paper_bar_note": paper_note,
-               "c7_ratio_words": ratio_words(values["c7_det_ratio"],
-                                             values["c7_det_ratio_lo"], paper_ratio),
-               "c7_alpha_words": alpha_words(alpha_hi, a_star)}
+    values |= {
+        "c7_bar_note": win_condition.bar_note(alpha_lo, alpha_hi, tau_lo, tau_hi),
+        "c7_paper_bar_alpha_star": a_paper,
+        "c7_paper_bar_shortfall_lo": short_paper,
+        "c7_paper_bar_note": paper_note,
+        "c7_ratio_words": ratio_words(
+            values["c7_det_ratio"], values["c7_det_ratio_lo"], paper_ratio
+        ),
+        "c7_alpha_words": alpha_words(alpha_hi, a_star),
+    }
     return Measurement(values, tables, arrays)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -34,8 +34,10 @@ from ..decoding.decode import generate
 from ..measures import entropy, order, stats, tagger
 from ..ssld import accelerators, codebooks, decoder, drafting, inputs, semantic
 from ..ssld import information as info
-from ..worlds import PROSE, World
+from ..worlds import World
+from . import config
 from .common import Measurement, Models
+from .config import param
 
 CLASSES = [tagger.CONTENT, tagger.FUNCTION, tagger.PUNCT]
 PALETTE = {tagger.CONTENT: "C3", tagger.FUNCTION: "C0", tagger.PUNCT: "C2"}
@@ -425,10 +427,53 @@ def closing_notes(values: dict, no_par: bool) -> dict:
         "degree." if no_par else "")}
 
 
-def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
-            gen_length: int, block_length: int, threshold: float, thresholds: list,
-            temperature: float, K: int, n_bins: int, n_bootstrap: int, seed: int,
-            device: str = "cpu", world: World = PROSE) -> InformationMeasurement:
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "08_information"
+
+    world: str = config.world_param("08_information",
+                                    note="in math, the questions are every prompt")
+    model: str = param("dlmspec/base",
+        "target: its input embeddings define the semantic IDs")
+    draft: str = param("dlmspec/small",
+        "the cheap draft (same vocabulary as the target)")
+    trust_remote_code: bool = param(False,
+        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    n_samples: int = param(32,
+        "prompted samples whose content positions are the anchors (one held-out "
+        "prompt each)")
+    prompt_length: int = param(16,
+        "their prompt: [BOS] and the first tokens of a held-out sentence (1: "
+        "[BOS] alone)")
+    n_side: int = param(16,
+        "samples of the confidence-order decode ([BOS] prompt) and of each "
+        "lower-threshold decode")
+    gen_length: int = param(48, "generated tokens per sample")
+    block_length: int = param(16, "block length of the Fast-dLLM decodes")
+    threshold: float = param(0.9,
+        "Fast-dLLM threshold of the decode whose content positions are the "
+        "anchors")
+    thresholds: list = param([0.1],
+        "lower thresholds also run, to see what parallel steps commit")
+    temperature: float = param(1.0,
+        "sampling temperature of every decode (0 would make [BOS] samples "
+        "identical)")
+    K: int = param(256, "number of semantic clusters")
+    n_bins: int = param(3, "equal-count bins of a per-anchor measure")
+    n_bootstrap: int = param(1000, "bootstrap replicates (resampling whole sequences)")
+    seed: int = param(0, "seed of every random draw")
+    dtype: str = param("float32",
+        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
+        "saved)")
+    device_map: str = param("none",
+        "from_pretrained device_map: none (load, then move to device), auto "
+        "(shard over GPUs) or a device")
+    device: str = param("cpu", "torch device")
+
+
+def measure(models: Models, world: World, config: Config) -> InformationMeasurement:
     """The whole C8 measurement with the page's parameters (notebook 08).
 
     ``values``: every value the page records before its verdict, by glue name, in
@@ -444,96 +489,161 @@ def measure(models: Models, *, n_samples: int, prompt_length: int, n_side: int,
     """
     target, tok = models.target, models.tokenizer
     lexicon = world.roles()
-    sid = semantic.semantic_ids_for(target, K, seed=seed, tokenizer=tok)
+    sid = semantic.semantic_ids_for(target, config.K, seed=config.seed, tokenizer=tok)
     V = target.model.get_input_embeddings().weight.shape[0]
     if world.context_free:
         # with context: held-out prompts of prompt_length (prose: the start token
         # alone when prompt_length is no longer than it); without: the start token
-        _, prompt = world.prompt_pair(tok, n_samples, prompt_length, seed=seed,
-                                      device=device)
-        bos_prompt, side_prompt = world.prompt_pair(tok, n_side, prompt_length,
-                                                    seed=seed, device=device)
+        _, prompt = world.prompt_pair(
+            tok,
+            config.n_samples,
+            config.prompt_length,
+            seed=config.seed,
+            device=config.device,
+        )
+        bos_prompt, side_prompt = world.prompt_pair(
+            tok,
+            config.n_side,
+            config.prompt_length,
+            seed=config.seed,
+            device=config.device,
+        )
         order_prompt = bos_prompt
     else:  # every decode answers a question: the world's prompts throughout
-        prompt = world.prompts(tok, n_samples, seed=seed, device=device)
-        side_prompt = order_prompt = world.prompts(tok, n_side, seed=seed,
-                                                   device=device)
+        prompt = world.prompts(
+            tok, config.n_samples, seed=config.seed, device=config.device
+        )
+        side_prompt = order_prompt = world.prompts(
+            tok, config.n_side, seed=config.seed, device=config.device
+        )
         bos_prompt = None
     P = prompt.shape[1]
-    facts = {"V": V, "K": sid.n_clusters, "P": P,
-             "example": tok.decode(prompt[0].tolist())}
-    sizes = dict(n_bootstrap=n_bootstrap, seed=seed)
+    facts = {
+        "V": V,
+        "K": sid.n_clusters,
+        "P": P,
+        "example": tok.decode(prompt[0].tolist()),
+    }
+    sizes = dict(n_bootstrap=config.n_bootstrap, seed=config.seed)
 
     values, by_class, words, conf = class_entropies(
-        target, sid, tok, lexicon, order_prompt, gen_length=gen_length,
-        temperature=temperature, device=device,
-        block_length=world.order_blocks(block_length), **sizes)
+        target,
+        sid,
+        tok,
+        lexicon,
+        order_prompt,
+        gen_length=config.gen_length,
+        temperature=config.temperature,
+        device=config.device,
+        block_length=world.order_blocks(config.block_length),
+        **sizes,
+    )
     values["c8_log_v"] = math.log(V)
     values["c8_class_note"] = class_note(values["c8_entropy_diff"])
-    values["c8_n_samples"] = n_samples
-    values["c8_n_side"] = n_side
+    values["c8_n_samples"] = config.n_samples
+    values["c8_n_side"] = config.n_side
 
     # the anchors: the content words of a prompted threshold decode; SSLD's draft and
     # verify pass on the same prompts
     rec_thr = info.CommitRecorder(target, sid)
-    thr_cfg = accelerators.accelerators(gen_length, block_length, threshold,
-                                        temperature)["Fast-dLLM threshold"]
+    thr_cfg = accelerators.accelerators(
+        config.gen_length, config.block_length, config.threshold, config.temperature
+    )["Fast-dLLM threshold"]
     t0 = time.perf_counter()
-    ref = generate(rec_thr, prompt, thr_cfg,
-                   order.row_generators(seed, n_samples, device))
+    ref = generate(
+        rec_thr,
+        prompt,
+        thr_cfg,
+        order.row_generators(config.seed, config.n_samples, config.device),
+    )
     ref_at = rec_thr.at_commit(ref)
     anchors = inputs.anchor_mask(tok, ref.tokens, lexicon)[:, P:]  # (B, G) word anchors
     anchors_piece = inputs.anchor_mask(tok, ref.tokens, lexicon, unit="piece")[:, P:]
-    verify = decoder.verify_logits(target, prompt, gen_length)  # (B, G, V)
-    drafted = drafting.SmallMarginalDraft(models.draft, sid)(prompt, gen_length)
+    verify = decoder.verify_logits(target, prompt, config.gen_length)  # (B, G, V)
+    drafted = drafting.SmallMarginalDraft(models.draft, sid)(prompt, config.gen_length)
     anchor_logits, _, _ = info.commit_logits(target, ref, anchors)
-    A = info.anchor_table(ref.generated, anchors, verify, drafted, sid, target.mask_id,
-                          commit=ref_at, anchor_commit_logits=anchor_logits)
+    A = info.anchor_table(
+        ref.generated,
+        anchors,
+        verify,
+        drafted,
+        sid,
+        target.mask_id,
+        commit=ref_at,
+        anchor_commit_logits=anchor_logits,
+    )
     facts["anchor_seconds"] = time.perf_counter() - t0
     if len(A) < 3:
-        raise ValueError(f"only {len(A)} content anchors: raise n_samples or "
-                         "gen_length")
+        raise ValueError(
+            f"only {len(A)} content anchors: raise n_samples or gen_length"
+        )
     values["c8_n_anchors"] = len(A)
     values["c8_prompt_length"] = P
-    v, summary = anchor_rates(A, ref, sid, drafted, verify, anchors, anchors_piece,
-                              **sizes)
+    v, summary = anchor_rates(
+        A, ref, sid, drafted, verify, anchors, anchors_piece, **sizes
+    )
     values.update(v)
 
     # the [BOS] case: one verify pass serves every sample, so H(q_Y) is a function of
     # position
     bos_h = None
     if bos_prompt is not None:
-        bos_verify = decoder.verify_logits(target, bos_prompt[:1], gen_length)[0]
+        bos_verify = decoder.verify_logits(target, bos_prompt[:1], config.gen_length)[0]
         bos_h = info.cluster_entropy(bos_verify, sid).numpy()  # (G,)
     v, means = information_means(A, bos_h, sid.n_clusters, **sizes)
     values.update(v)
-    v, corr, bins = correlations(A, n_bins=n_bins, **sizes)
+    v, corr, bins = correlations(A, n_bins=config.n_bins, **sizes)
     values.update(v)
     v, bounds_table = bounds(A, sid.n_clusters, summary)
     values.update(v)
     v, easy_table, easy, ez = easy_tokens(
-        target, sid, tok, lexicon, side_prompt, ref, ref_at, words, A, V,
-        gen_length=gen_length, block_length=block_length, threshold=threshold,
-        thresholds=thresholds, temperature=temperature, device=device,
-        context_free=world.context_free, **sizes)
+        target,
+        sid,
+        tok,
+        lexicon,
+        side_prompt,
+        ref,
+        ref_at,
+        words,
+        A,
+        V,
+        gen_length=config.gen_length,
+        block_length=config.block_length,
+        threshold=config.threshold,
+        thresholds=config.thresholds,
+        temperature=config.temperature,
+        device=config.device,
+        context_free=world.context_free,
+        **sizes,
+    )
     values.update(v)
     values.update(easy_notes(values, ez["no_par"]))
     values.update(closing_notes(values, ez["no_par"]))
 
     tables = {
-        "by_class": by_class, "summary": summary,
-        "info_means": pd.DataFrame({k: {"mean (nats)": m[0], "low": m[1], "high": m[2]}
-                                    for k, m in means.items()}).T,
+        "by_class": by_class,
+        "summary": summary,
+        "info_means": pd.DataFrame(
+            {
+                k: {"mean (nats)": m[0], "low": m[1], "high": m[2]}
+                for k, m in means.items()
+            }
+        ).T,
         "correlations": pd.DataFrame(
             corr, index=["Spearman rho (hit, -measure)", "p", "low", "high"]
         ).T.rename(index=MEASURES),
         **{f"bins_{col}": binned_table(b, col) for col, b in bins.items()},
-        "bounds": bounds_table, "easy": easy_table,
+        "bounds": bounds_table,
+        "easy": easy_table,
     }
-    arrays = {"words": words, "anchors": A, "bos_entropy": bos_h, "bins": bins,
-              "easy": easy}
-    return InformationMeasurement(values, tables, arrays,
-                                  facts={**facts, **conf, **ez})
+    arrays = {
+        "words": words,
+        "anchors": A,
+        "bos_entropy": bos_h,
+        "bins": bins,
+        "easy": easy,
+    }
+    return InformationMeasurement(values, tables, arrays, facts={**facts, **conf, **ez})
 
 
 # --- the verdict's wording and the closing table ------------------------------------

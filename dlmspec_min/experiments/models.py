@@ -16,7 +16,8 @@ import itertools
 import json
 import random
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import pandas as pd
 import torch
@@ -32,7 +33,9 @@ from ..ssld import accelerators
 from ..texts import corpus
 from ..training import train
 from ..training.tokenizer import BOS_ID
+from . import config
 from .common import Measurement
+from .config import param
 
 SIZES = ("small", "base", "large")
 UNIGRAM = "unigram"
@@ -287,6 +290,43 @@ def regime_values(table: pd.DataFrame) -> dict[str, Any]:
     v["m_regime_strongest_tpf_hi"] = accs.loc[best, "tokens_per_forward_high"]
     v["m_regime_strongest_text_fraction"] = accs.loc[best, "text_fraction"]
     return v
+
+
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "00_models"
+
+    seed: int = param(0, "seed for masks, decoding and shuffling")
+    n_samples: int = param(8, "sequences decoded per decoder in the cache comparison")
+    gen_length: int = param(48, "generated tokens per sample (after the [BOS] prompt)")
+    block_length: int = param(16, "block length of the blocked decoders")
+    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
+    n_texts: int = param(48,
+        "held-out sentences scored by the judge (real and shuffled)")
+    n_heldout: int = param(256,
+        "held-out 64-token sequences of the masked-accuracy table")
+    regime_samples: int = param(32,
+        "unconditional samples every decoder of the regime table decodes")
+    temperature: float = param(1.0,
+        "sampling temperature of the regime table (the claim pages' default)")
+    n_bootstrap: int = param(2000,
+        "bootstrap replicates of the regime table's intervals")
+    judge: str = param("smollm2-135m", "independent judge model")
+    math_problems: int = param(400,
+        "held-out math problems each model of the math ladder decodes")
+    math_unseen: int = param(200,
+        "held-out problems written with templates never trained on")
+    math_regime_problems: int = param(64,
+        "held-out problems every decoder of the math regime table decodes")
+    dtype: str = param("float32",
+        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
+        "saved)")
+    device_map: str = param("none",
+        "from_pretrained device_map: none (load, then move to device), auto "
+        "(shard over GPUs) or a device")
+    device: str = param("cpu", "torch device")
 
 
 def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int = 8,

@@ -24,8 +24,8 @@ greedy, threshold 0.9, blocks of 32):
   ``alpha_clu / alpha_tok`` with its interval and C4's verdict by its rule;
 - **trajectory speculation**: its forwards against the threshold rule's on the
   same prompts (``t_speedup_vs_threshold`` of notebook 09, here from C3's
-  accelerator decodes), a paired ratio bootstrap over prompts, beside seed 002's
-  2.6 -> 4.3 tokens per step (1.65x);
+  accelerator decodes), a paired ratio bootstrap over prompts, beside the
+  trajectory paper's 2.6 -> 4.3 tokens per step (1.65x);
 - **C8 along the axis** (``information_bits``, ``c8_fit``): the bits the best
   draft's one-shot view lacks about each anchor's ID beside -log2 alpha_SID,
   and a line across the settings;
@@ -41,7 +41,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -55,7 +56,9 @@ from ..worlds import get_world
 from ..worlds.gsm import MathWorld
 from . import c3_win_condition as c3m
 from . import c4_cluster_verification as c4m
+from . import config
 from .common import Measurement, load_models
+from .config import param
 
 THRESHOLD, TRAJ = "Fast-dLLM threshold", "trajectory speculation (exact)"
 # the base policy whose tokens trajectory speculation keeps
@@ -236,8 +239,9 @@ def c8_fit(v: dict[str, Any], names) -> dict[str, Any]:
         f"over {len(rows)} settings, -log2 alpha_SID = {fit.params[0]:.2f} + "
         f"{fit.params[1]:.2f} [{lo:.2f}, {hi:.2f}] x (bits the draft lacks), "
         f"R^2 {fit.rsquared:.2f}; -log2 alpha_SID is {ratio.min():.2f} to "
-        f"{ratio.max():.2f} times the bits; farthest from the line: "
-        f"{rows[worst][0]} ({resid[worst]:+.2f} bits); the slope's interval is "
+        f"{ratio.max():.2f} times the bits; the largest residual is "
+        f"{rows[worst][0]}'s, {resid[worst]:+.2f} bits off the fitted line; the "
+        f"slope's interval is "
         f"OLS's, which ignores the points' own errors and the models a world's "
         f"settings share{left_out}")
     return out
@@ -313,13 +317,22 @@ def draw_c8(m: Measurement):
     with np.errstate(divide="ignore"):  # an interval down to alpha 0: to the edge
         ylo = -np.log2(long["alpha_hi"].astype(float))
         yhi = np.minimum(-np.log2(long["alpha_lo"].astype(float)), top)
-    fig, ax = plt.subplots(figsize=(5.0, 3.8), constrained_layout=True)
-    ax.errorbar(x, y, xerr=np.clip(np.vstack([x - xlo, xhi - x]), 0, None),
-                yerr=np.clip(np.vstack([y - ylo, yhi - y]), 0, None), fmt="o",
-                capsize=3, label="settings")
-    for i, (xi, yi, name) in enumerate(zip(x, y, long.setting, strict=True)):
-        ax.annotate(name, (xi, yi), textcoords="offset points",  # labels alternate
-                    xytext=(6, 4) if i % 2 else (6, -11), fontsize=7)
+    fig, ax = plt.subplots(figsize=(5.6, 4.2), constrained_layout=True)
+    xerr = np.clip(np.vstack([x - xlo, xhi - x]), 0, None)
+    yerr = np.clip(np.vstack([y - ylo, yhi - y]), 0, None)
+    # the two instruments apart: C2's k-means IDs (circles, labels below) and
+    # the fine IDs (squares, labels above), so that neighbours do not collide
+    for ids, marker, colour, label, offset in (
+            ("kmeans", "o", "C0", "settings, C2's k-means IDs", (5, -12)),
+            ("fine", "s", "C2", "settings, fine IDs", (-4, 7))):
+        at = (long["ids"] == ids).to_numpy()
+        if not at.any():
+            continue
+        ax.errorbar(x[at], y[at], xerr=xerr[:, at], yerr=yerr[:, at], fmt=marker,
+                    color=colour, capsize=3, label=label)
+        for xi, yi, name in zip(x[at], y[at], long.setting[at], strict=True):
+            ax.annotate(name, (xi, yi), textcoords="offset points", xytext=offset,
+                        fontsize=7, ha="left" if offset[0] > 0 else "right")
     ax.plot([0, top], [0, top], color="grey", lw=0.8, ls=":", label="y = x")
     v = m.values
     if np.isfinite(v.get("r_c8_slope", math.nan)):
@@ -390,18 +403,19 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
                   threshold=d["threshold"], temperature=0.0)
     prompt = world.prompts(models.tokenizer, n_samples, seed=seed, device=device)
     k_ids = fine_K(models) if ids == "fine" else K
-    c3 = c3m.measure(models, prompt, **decode, K=k_ids, levels=1, n_train=n_train,
-                     n_repeats=1, n_timed=1, n_bootstrap=n_bootstrap, seed=seed,
-                     n_codebooks=n_codebooks, world=world,
-                     anchor_unit=INSTRUMENTS[ids], information=True)
+    c3 = c3m.measure(models, world, c3m.Config(
+        **decode, K=k_ids, levels=1, n_train=n_train, n_repeats=1, n_timed=1,
+        n_bootstrap=n_bootstrap, seed=seed, n_codebooks=n_codebooks),
+        prompt=prompt, anchor_unit=INSTRUMENTS[ids], information=True)
     v3 = c3.values
     if ids == "fine":
         v4 = {"c4_ratio": math.nan, "c4_ratio_lo": math.nan, "c4_ratio_hi": math.nan}
         c4_verdict = "not measured: fine IDs are tokens"
     else:
-        c4 = c4m.measure(models, n_samples=n_samples, **decode, K=K, K_sweep=(),
-                         n_permutations=n_permutations, n_bootstrap=n_bootstrap,
-                         seed=seed, device=device, world=world)
+        c4 = c4m.measure(models, world, c4m.Config(
+            n_samples=n_samples, **decode, K=K, K_sweep=[],
+            n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed,
+            device=device))
         v4 = {**c4.values, **c4.rule_values}
         c4_verdict = verdict("C4", v4)
     id_bits, majority = id_information(c3.arrays["anchor_ids"])
@@ -453,14 +467,42 @@ def _missing(world: MathWorld, device, dtype) -> tuple[Any, str | None]:
         return None, str(e).split(";")[0]
 
 
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "11_regime"
+
+    n_samples: int = param(24,
+        "held-out questions each setting decodes (C3 and C4 alike)")
+    K: int = param(32, "semantic clusters (the math world's K)")
+    n_codebooks: int = param(5,
+        "codebooks alpha_SID averages (seeds seed*n ... seed*n+n-1)")
+    n_codebooks_fine: int = param(1,
+        "codebooks of a fine-ID setting (the same IDs in each; only the head's "
+        "training windows differ)")
+    n_train: int = param(2048, "training problems of the SID head, per setting's world")
+    n_permutations: int = param(2000, "size-matched random clusterings of C4's test")
+    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole questions)")
+    seed: int = param(0, "seed of every random draw; picks which held-out questions")
+    dtype: str = param("float32",
+        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
+        "saved)")
+    device: str = param("cpu", "torch device")
+
+
 def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
             n_samples: int = 24, K: int = 32, n_codebooks: int = 5,
-            n_train: int = 2048, n_permutations: int = 2000, n_bootstrap: int = 2000,
+            n_codebooks_fine: int = 1, n_train: int = 2048,
+            n_permutations: int = 2000, n_bootstrap: int = 2000,
             seed: int = 0, device: str = "cpu", dtype: str | None = "float32",
             competent: dict[str, float] | None = None, progress=print) -> Measurement:
     """Every setting of ``settings`` (the registry's ``checks: regime:
     settings``), in order. ``verdict(claim_id, values)``: a claim's verdict by
-    its rule (``plumbing.claims.verdict``; the page passes it). ``competent``:
+    its rule (``plumbing.claims.verdict``; the page passes it). A setting with
+    fine IDs pools ``n_codebooks_fine`` codebooks, the others ``n_codebooks``:
+    fine IDs are the same in every codebook (their k-means is the identity),
+    so its codebooks differ only in the head's training windows. ``competent``:
     the least copy and answer accuracy of a competent target (the registry's
     ``checks: regime: competent``).
 
@@ -468,7 +510,8 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
     ``r_settings_measured`` / ``r_settings_total``. Tables: ``settings`` (one
     row per setting, NaN where not measured, with its status)."""
     for name, n in [("n_samples", n_samples), ("K", K), ("n_codebooks", n_codebooks),
-                    ("n_train", n_train), ("n_permutations", n_permutations),
+                    ("n_codebooks_fine", n_codebooks_fine), ("n_train", n_train),
+                    ("n_permutations", n_permutations),
                     ("n_bootstrap", n_bootstrap)]:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
@@ -489,11 +532,14 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
                            c4_verdict="not measured")
             status = f"not measured: {why}"
         else:
+            books = n_codebooks_fine if ids == "fine" else n_codebooks
             progress(f"[{i}/{len(settings)}] {name}: C3{' and C4' * (ids != 'fine')} "
                      f"on {world.target} with {world.draft}, {ids} IDs "
-                     f"({n_samples} questions)")
+                     f"({n_samples} questions, {books} codebook{'s' * (books > 1)})")
             figures = measure_setting(models, world, n_samples=n_samples, K=K,
-                                      n_codebooks=n_codebooks, n_train=n_train,
+                                      n_codebooks=(n_codebooks_fine if ids == "fine"
+                                                   else n_codebooks),
+                                      n_train=n_train,
                                       n_permutations=n_permutations,
                                       n_bootstrap=n_bootstrap, seed=seed,
                                       device=device, verdict=verdict, ids=ids)
@@ -513,7 +559,8 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
     missing = [r["setting"] for r in rows if r["status"] != "measured"]
     v["r_missing_note"] = (
         "every setting's models are trained and measured" if not missing else
-        f"nan: {' and '.join(missing)} not measured; the table's status row says why")
+        f"{' and '.join(missing)} not measured, its figures NaN: the table's status "
+        "row says why")
     by_ids = {ids: [n for n in settings if instrument(n, settings[n]) == ids]
               for ids in INSTRUMENTS}
     v["r_summary"] = summary(v, by_ids["kmeans"])  # the two IDs apart
@@ -525,7 +572,8 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
     v["r_rounds_settings"] = ", ".join(per_world.values())
     v.update({f"r_{k}": x for k, x in rounds_fit(v, list(per_world.values())).items()})
     table = pd.DataFrame(rows).set_index("setting")
-    long = pd.DataFrame([dict(setting=name, **{k: v[f"r_{name}_{k}"] for k in COLUMNS})
+    long = pd.DataFrame([dict(setting=name, ids=instrument(name, settings[name]),
+                              **{k: v[f"r_{name}_{k}"] for k in COLUMNS})
                          for name in settings])
     return Measurement(v, {"settings": table}, {"long": long})
 
@@ -599,7 +647,7 @@ def summary(v: dict[str, Any], names) -> str:
 def draw(m: Measurement, paper_gain: float | None = None):
     """The axis: a row per figure (``FIGURES``), a column per x (``AXES``), a
     point per measured setting with its 95 % interval; ``None`` when no setting
-    was measured. ``paper_gain``: seed 002's trajectory gain, a dotted line."""
+    was measured. ``paper_gain``: the trajectory paper's gain, a dotted line."""
     import matplotlib.pyplot as plt
 
     long = m.arrays["long"]
@@ -630,7 +678,7 @@ def draw(m: Measurement, paper_gain: float | None = None):
                 ax.axhline(1, color="grey", lw=0.8, ls=":")
             if y == "traj_gain" and paper_gain is not None:
                 ax.axhline(paper_gain, color="grey", lw=0.8, ls=":",
-                           label=f"seed 002: {paper_gain:.2f}x")
+                           label=f"trajectory paper: {paper_gain:.2f}x")
                 ax.legend(fontsize=7, loc="lower right")
             ax.set_title(title, fontsize=9)
             ax.margins(x=0.15)  # room for the settings' names
@@ -760,13 +808,16 @@ def draw_crossing(m: Measurement, paper_tau: float, paper_alpha: float,
             axes[0].plot(rows["id_bits"].astype(float),
                          rows["alpha_star"].astype(float), color="k", lw=0.7,
                          ls="--", alpha=0.5)
-    for world, row in (cross if cross is not None else pd.DataFrame()).iterrows():
-        if np.isfinite(row["crossing"]):
-            axes[0].axvline(row["crossing"], color="grey", lw=0.8, ls=":")
-            axes[0].annotate(f"{world}: {row['crossing']:.2f}",
-                             (row["crossing"], axes[0].get_ylim()[0]),
-                             textcoords="offset points", xytext=(2, 4), fontsize=7,
-                             rotation=90, color="grey")
+    found = (cross if cross is not None else pd.DataFrame(columns=["crossing"]))
+    found = found[np.isfinite(found["crossing"].astype(float))].sort_values("crossing")
+    low, high = axes[0].get_ylim()
+    for i, (world, row) in enumerate(found.iterrows()):  # labels alternate ends
+        axes[0].axvline(row["crossing"], color="grey", lw=0.8, ls=":")
+        axes[0].annotate(f"{world}: {row['crossing']:.2f}",
+                         (row["crossing"], high if i % 2 else low),
+                         textcoords="offset points", xytext=(2, -4 if i % 2 else 4),
+                         va="top" if i % 2 else "bottom", fontsize=7, rotation=90,
+                         color="grey")
     axes[0].set_ylabel("acceptance", fontsize=9)
     axes[1].plot([paper_tau], [paper_alpha], "r*", markersize=10,
                  label=f"paper: tau {paper_tau:g}, alpha {paper_alpha:g}")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -23,7 +25,9 @@ from ..decoding.decode import generate
 from ..decoding.speculate import batch_invariance_gap, drift
 from ..measures import bench, stats
 from ..measures import judge as judges
+from . import config
 from .common import Measurement, Models
+from .config import param
 
 VANILLA, THRESHOLD = "vanilla (1 token/step)", "Fast-dLLM threshold"
 DUAL, TRAJ = "Fast-dLLM + dual cache", "trajectory speculation (exact)"
@@ -210,11 +214,57 @@ def paper_table(m: Measurement, paper: dict) -> pd.DataFrame:
               "ratio speculation / its baseline"])
 
 
-def measure(models: Models, prompt: torch.Tensor, judge, *, gen_length: int = 48,
-            block_length: int = 16, threshold: float = 0.9, spec_budget: int = 15,
-            spec_low: float = 0.1, thresholds=(0.3, 0.5, 0.7, 0.9, 1.0),
-            n_sweep: int = 4, n_repeats: int = 3, n_bootstrap: int = 2000,
-            seed: int = 0) -> Measurement:
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "09_trajectory_speculation"
+
+    world: str = config.world_param("09_trajectory_speculation")
+    model: str = param("dlmspec/base",
+        "target denoiser: dlmspec/small|base|large, a registry name or a local "
+        "folder")
+    trust_remote_code: bool = param(False,
+        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    n_samples: int = param(8,
+        "prompts (held-out Brown prefixes by default), decoded greedily by every "
+        "decoder")
+    prompt_source: str = param("brown",
+        "the prompts: [BOS] and the start of held-out Brown sentences (brown), "
+        "the math world's held-out questions (questions), or a datasets dataset "
+        "NAME:CONFIG:SPLIT:COLUMN such as gsm8k:main:test:question (hub access "
+        "opted in)")
+    prompt_length: int = param(8,
+        "prompt tokens: [BOS] and the first 7 tokens of a held-out sentence")
+    gen_length: int = param(48, "generated tokens per prompt")
+    block_length: int = param(16, "block length of every decoder")
+    threshold: float = param(0.9,
+        "Fast-dLLM confidence threshold of the main comparison")
+    spec_budget: int = param(15, "draft-tree nodes verified per call besides the root")
+    spec_low: float = param(0.1, "the draft never branches on confidences below this")
+    thresholds: list = param([0.3, 0.5, 0.7, 0.9, 1.0],
+        "threshold sweep (speed/quality frontier)")
+    n_sweep: int = param(4,
+        "prompts per threshold of the sweep (the first of the n_samples)")
+    n_repeats: int = param(3, "timed repeats of the loop-overhead measurement")
+    judge: str = param("smollm2-135m", "independent judge of the decoded texts")
+    threads: int = param(1,
+        "torch CPU threads (1: timings that other jobs on the machine disturb "
+        "least)")
+    n_bootstrap: int = param(2000, "bootstrap replicates (resampling prompts)")
+    seed: int = param(0, "seed of the prompt order and the bootstraps")
+    dtype: str = param("float32",
+        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
+        "saved)")
+    device_map: str = param("none",
+        "from_pretrained device_map: none (load, then move to device), auto "
+        "(shard over GPUs) or a device")
+    device: str = param("cpu", "torch device")
+
+
+def measure(
+    models: Models, config: Config, *, prompt: torch.Tensor, judge
+) -> Measurement:
     """The whole measurement of notebook 09 on ``prompt`` (n, P) with ``judge``
     (a ``measures.judge.Judge``); the other arguments are the page's parameters.
 
@@ -225,51 +275,97 @@ def measure(models: Models, prompt: torch.Tensor, judge, *, gen_length: int = 48
     base_step_sizes, sweep (the long sweep table), sweep_exact.
     """
     target, tok = models.target, models.tokenizer
-    values = {"t_batch_gap": batch_gap(target, prompt, gen_length, block_length)}
-    configs = decoders(target.supports_cache, gen_length=gen_length,
-                       block_length=block_length, threshold=threshold,
-                       spec_budget=spec_budget, spec_low=spec_low)
+    values = {
+        "t_batch_gap": batch_gap(target, prompt, config.gen_length, config.block_length)
+    }
+    configs = decoders(
+        target.supports_cache,
+        gen_length=config.gen_length,
+        block_length=config.block_length,
+        threshold=config.threshold,
+        spec_budget=config.spec_budget,
+        spec_low=config.spec_low,
+    )
     runs, timing = decode_all(target, prompt, configs)
-    scores = {name: judge.score([tok.decode(r.tolist()) for r in res.generated])
-              for name, res in runs.items()}
-    table = decoder_table(runs, timing, scores, configs, gen_length,
-                          n_bootstrap=n_bootstrap, seed=seed)
-    values.update(decoder_values(table, runs, block_length))
-    values.update(speedups(runs, n_bootstrap=n_bootstrap, seed=seed))
+    scores = {
+        name: judge.score([tok.decode(r.tolist()) for r in res.generated])
+        for name, res in runs.items()
+    }
+    table = decoder_table(
+        runs,
+        timing,
+        scores,
+        configs,
+        config.gen_length,
+        n_bootstrap=config.n_bootstrap,
+        seed=config.seed,
+    )
+    values.update(decoder_values(table, runs, config.block_length))
+    values.update(speedups(runs, n_bootstrap=config.n_bootstrap, seed=config.seed))
     steps, sizes = acceptance(runs)
-    values.update(t_threshold=threshold, t_mean_steps_per_verify=float(np.mean(steps)),
-                  t_share_single_step=float(np.mean(np.array(steps) == 1)),
-                  t_base_tokens_per_step=float(sizes.mean()), t_n_sweep=n_sweep)
+    values.update(
+        t_threshold=config.threshold,
+        t_mean_steps_per_verify=float(np.mean(steps)),
+        t_share_single_step=float(np.mean(np.array(steps) == 1)),
+        t_base_tokens_per_step=float(sizes.mean()),
+        t_n_sweep=config.n_sweep,
+    )
     sweep, sweep_exact = threshold_sweep(
-        target, prompt, judge, tok, runs, configs, thresholds=thresholds,
-        threshold=threshold, n_sweep=n_sweep, gen_length=gen_length)
+        target,
+        prompt,
+        judge,
+        tok,
+        runs,
+        configs,
+        thresholds=config.thresholds,
+        threshold=config.threshold,
+        n_sweep=config.n_sweep,
+        gen_length=config.gen_length,
+    )
     wide = sweep_wide(sweep)
-    values.update(t_exact_match_sweep=float(min(sweep_exact)),
-                  t_sweep_min_speedup=wide["speedup"].min(),
-                  t_sweep_max_speedup=wide["speedup"].max(),
-                  t_sweep_base_tpn_min=wide[DUAL].min(),
-                  t_sweep_base_tpn_max=wide[DUAL].max(),
-                  t_sweep_traj_tpn_max=wide["trajectory speculation"].max(),
-                  t_sweep_lowest_threshold=min(thresholds))
+    values.update(
+        t_exact_match_sweep=float(min(sweep_exact)),
+        t_sweep_min_speedup=wide["speedup"].min(),
+        t_sweep_max_speedup=wide["speedup"].max(),
+        t_sweep_base_tpn_min=wide[DUAL].min(),
+        t_sweep_base_tpn_max=wide[DUAL].max(),
+        t_sweep_traj_tpn_max=wide["trajectory speculation"].max(),
+        t_sweep_lowest_threshold=min(config.thresholds),
+    )
     values.update(
         t_token_forwards_ratio=table.loc[TRAJ, "token_forwards"]
         / table.loc[DUAL, "token_forwards"],
         t_wall_ratio=table.loc[TRAJ, "wall_s"] / table.loc[DUAL, "wall_s"],
-        t_threads=torch.get_num_threads())
-    over = bench.loop_overhead(target, prompt[:1], configs[TRAJ][0], repeats=n_repeats,
-                               warmup=False)
-    values.update(t_n_repeats=n_repeats, t_overhead_ratio=timing[TRAJ]["cpu_ratio"],
-                  t_overhead_ratio_wall=timing[TRAJ]["ratio"],
-                  t_overhead_ratio_replayed=over["cpu_ratio"],
-                  t_overhead_ratio_dual=timing[DUAL]["cpu_ratio"])
+        t_threads=torch.get_num_threads(),
+    )
+    over = bench.loop_overhead(
+        target, prompt[:1], configs[TRAJ][0], repeats=config.n_repeats, warmup=False
+    )
+    values.update(
+        t_n_repeats=config.n_repeats,
+        t_overhead_ratio=timing[TRAJ]["cpu_ratio"],
+        t_overhead_ratio_wall=timing[TRAJ]["ratio"],
+        t_overhead_ratio_replayed=over["cpu_ratio"],
+        t_overhead_ratio_dual=timing[DUAL]["cpu_ratio"],
+    )
     speedup = pd.DataFrame(
-        {k: [values[f"t_speedup_vs_{k}{s}"] for s in ("", "_lo", "_hi")]
-         for k in ("threshold", "dual", "vanilla")},
-        index=["speedup in tokens/NFE", "95 % low", "95 % high"]).T.rename_axis("over")
-    arrays = dict(results=runs, timing=timing, steps_per_verify=steps,
-                  base_step_sizes=sizes, sweep=sweep, sweep_exact=sweep_exact)
-    return Measurement(values, {"decoders": table, "speedups": speedup, "sweep": wide},
-                       arrays)
+        {
+            k: [values[f"t_speedup_vs_{k}{s}"] for s in ("", "_lo", "_hi")]
+            for k in ("threshold", "dual", "vanilla")
+        },
+        index=["speedup in tokens/NFE", "95 % low", "95 % high"],
+    ).T.rename_axis("over")
+    arrays = dict(
+        results=runs,
+        timing=timing,
+        steps_per_verify=steps,
+        base_step_sizes=sizes,
+        sweep=sweep,
+        sweep_exact=sweep_exact,
+    )
+    return Measurement(
+        values, {"decoders": table, "speedups": speedup, "sweep": wide}, arrays
+    )
 
 
 def draw_acceptance(m: Measurement):

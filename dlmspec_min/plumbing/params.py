@@ -160,6 +160,7 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "K": _positive_int,
     "K_sweep": _k_list,
     "n_codebooks": _positive_int,  # codebooks alpha_SID averages (02, 03, 06, 07)
+    "n_codebooks_fine": _positive_int,  # codebooks of a fine-ID setting (11)
     "threshold": _unit_interval_open_left,
     "thresholds": _float_list,
     "factor": _positive_float,
@@ -389,6 +390,15 @@ def validate_all(values: dict[str, Any]) -> dict[str, Any]:
         check(name, value)
     check_relations(values)
     return values
+
+
+def validated(cls: type, values: dict[str, Any]):
+    """A page's ``Config`` (``cls``) from ``values`` (a notebook's ``globals()``
+    after its parameters cell), every value checked by its rule, then their
+    relations (``validate_all``); names the Config does not declare are ignored."""
+    config = cls.from_values(values)
+    validate_all(config.values())
+    return config
 
 
 def notebook_parameters(path: Path) -> dict[str, dict]:

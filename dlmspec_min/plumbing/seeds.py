@@ -14,10 +14,13 @@ import ast
 import contextlib
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .. import catalogue
+from ..experiments import config
+from ..experiments.config import param
 from ..paths import REPO_ROOT
 from . import claims
 
@@ -131,3 +134,25 @@ def run_output(notebook: Path, seed: int, world: str = catalogue.DEFAULT) -> Pat
 def run_key(claim_id: str, seed: int, name: str) -> str:
     """The page's glue key for one run's value (e.g. ``seeds_C2_seed0_verdict``)."""
     return f"seeds_{claim_id}_seed{seed}_{name}"
+
+
+@dataclass(frozen=True)
+class Config(config.Config):
+    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
+
+    NOTEBOOK: ClassVar[str] = "10_seeds"
+
+    world: str = config.world_param("10_seeds", "the world the claims are rerun in")
+    seeds: list = param([0, 1, 2],
+        "seeds each claim's notebook is run at (its `seed` parameter)")
+    claims: list = param(["C2", "C3", "C6", "C7"],
+        "claims rerun (each needs figures under checks: seeds in book/claims.yml)")
+    sizes: dict = param(
+        {"C2": {"n_samples": 4, "n_codebooks": 2, "n_train": 256, "n_bootstrap": 300,
+                "K_sweep": [256]},
+         "C3": {"n_samples": 3, "n_codebooks": 2, "n_train": 256, "n_bootstrap": 300,
+                "n_timed": 1, "n_repeats": 1},
+         "C6": {"n_samples": 3, "n_codebooks": 2, "n_train": 256, "n_bootstrap": 300},
+         "C7": {"n_samples": 4, "n_tau": 4, "n_codebooks": 2, "n_train": 256,
+                "n_bootstrap": 300}},
+        "each claim's reduced sizes (its notebook's parameters)")

@@ -106,7 +106,7 @@ DIALS = P.NARROW
 # The ladders are the catalogue's math worlds (dlmspec_min.catalogue): each
 # entry names its grammar (a dial set of texts.problems), its folder under
 # data/models/ and its row layout; every one reads the committed tokenizer in
-# math/tokenizer. (Until 2026-12-07 this module kept its own table, keyed
+# math/tokenizer. (Until 2026-12-06 this module kept its own table, keyed
 # narrow / free / order / chains; those ladders are the worlds math_narrow,
 # math, math_order and math_chains.)
 LADDERS = tuple(e.name for e in catalogue.ENTRIES if e.kind == "math")
