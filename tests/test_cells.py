@@ -58,7 +58,7 @@ def test_papermill_reads_the_configs_names_types_and_defaults(stem):
 def test_every_parameter_has_a_rule_and_the_defaults_pass_every_rule(stem):
     cls = CONFIGS[stem]
     assert not [n for n in cls.names() if n not in params.RULES]
-    assert params.validated(cls, cls().values()) == cls()
+    params.validated(cls())  # raises where a default breaks its rule
 
 
 @pytest.mark.parametrize("stem", sorted(CONFIGS))
@@ -90,6 +90,10 @@ def test_a_bad_value_is_named_and_relations_are_checked():
         params.validated(c3.Config, {k: v for k, v in good.items() if k != "seed"})
     # names the Config does not declare (a notebook's globals) are ignored
     assert params.validated(c3.Config, {**good, "np": object()}) == c3.Config()
+    # a Config instance alone is checked as it is
+    assert params.validated(c3.Config().replace(K=8)).K == 8
+    with pytest.raises(ValueError, match="parameter K=0 must be an integer >= 1"):
+        params.validated(c3.Config().replace(K=0))
 
 
 def test_a_config_is_frozen_replaced_by_name_and_its_lists_are_its_own():

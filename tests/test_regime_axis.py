@@ -28,8 +28,8 @@ def spec():
     return load_registry()["checks"]["regime"]
 
 
-def measure(**kw):
-    return ra.measure(spec()["settings"], verdict, **kw)
+def measure(progress=print, **kw):
+    return ra.measure(spec()["settings"], verdict, ra.Config(**kw), progress=progress)
 
 
 def tiny(tok, seed):
@@ -143,7 +143,7 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     monkeypatch.setattr(ra, "setting_world", gone)
     said = []
     settings = dict(spec()["settings"])
-    m = ra.measure(settings, verdict, **SMALL, progress=said.append)
+    m = ra.measure(settings, verdict, ra.Config(**SMALL), progress=said.append)
     v = m.values
     assert v["r_settings_total"] == len(settings) == len(said)
     missing = [n for n, s in settings.items()
@@ -155,7 +155,13 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     assert v["r_order_c3_verdict"] == "not measured"
     assert v["r_order_content_bits"] > 0  # the world is known without its models
     table = m.tables["settings"]
-    assert table.loc["order", "status"].startswith("not measured: embedded model")
+    split = ra.shown_tables(table)  # the page's tables, one per instrument
+    assert list(split) == ["kmeans", "fine"]
+    assert [list(t.data.columns) for t in split.values()] == [
+        [n for n in settings if ra.instrument(n, settings[n]) == i] for i in split]
+    assert "settings with fine IDs" in split["fine"].to_html()
+    assert table.loc["order", "status"] == ("not measured: dlmspec/math_order/base is "
+                                            "not trained")
     verdicts = set(load_registry()["verdicts"])
     for name in ("narrow", "free"):
         assert table.loc[name, "status"] == "measured"
@@ -260,7 +266,7 @@ def test_nothing_measured_draws_nothing_and_bad_sizes_are_refused(monkeypatch):
     with pytest.raises(ValueError, match="n_samples must be"):
         measure(n_samples=0)
     with pytest.raises(ValueError, match="no settings"):
-        ra.measure({}, verdict)
+        ra.measure({}, verdict, ra.Config())
 
 
 def test_the_crossing_is_where_the_margin_line_reaches_zero_with_its_interval():
@@ -330,11 +336,13 @@ def test_the_landing_page_s_crossing_sentence_reads_the_regime_page_s_values():
     v = {"r_free_fine_alpha": 0.68, "r_free_fine_alpha_lo": 0.62,
          "r_free_fine_alpha_hi": 0.74, "r_free_fine_alpha_star": 0.81,
          "r_free_fine_tau_acc_lo": 4.3, "r_cross_free": 3.16, "r_cross_free_lo": 2.67,
-         "r_cross_free_hi": 3.72, "r_free_id_bits": 2.59}
+         "r_cross_free_hi": 3.72, "r_free_id_bits": 2.59, "r_free_fine_id_bits": 4.63}
     said = ra.crossing_sentence(v)
     assert "0.680 [0.620, 0.740], below the bar alpha* 0.810" in said
     assert "at 3.16 bits per anchor ID (95 % interval 2.67 to 3.72)" in said
-    assert "carry 2.59" in said
+    assert "C2's k-means IDs tell 2.59 bits" in said and "the fine IDs 4.63" in said
+    assert "the fine IDs" not in ra.crossing_sentence(
+        {k: x for k, x in v.items() if k != "r_free_fine_id_bits"})
     assert ra.interval_words(-math.inf, 3.8).startswith("95 % interval: at most 3.80")
     assert ra.interval_words(2.0, math.inf).startswith("95 % interval: at least 2.00")
     assert "open at both ends" in ra.interval_words(-math.inf, math.inf)
@@ -417,9 +425,9 @@ def test_a_fine_setting_pools_n_codebooks_fine_and_a_kmeans_one_n_codebooks(
     monkeypatch.setattr(ra, "measure_setting", recorded)
     settings = {"free": {"world": "math"},
                 "free_fine": {"world": "math", "ids": "fine"}}
-    ra.measure(settings, verdict, **{**SMALL, "n_codebooks": 4},
-               n_codebooks_fine=2, progress=said.append)
+    ra.measure(settings, verdict, ra.Config(**{**SMALL, "n_codebooks": 4},
+                                            n_codebooks_fine=2), progress=said.append)
     assert used == {("math", "kmeans"): 4, ("math", "fine"): 2}
     assert "4 codebooks" in said[0] and "2 codebooks" in said[1]
     with pytest.raises(ValueError, match="n_codebooks_fine must be an integer >= 1"):
-        ra.measure(settings, verdict, **SMALL, n_codebooks_fine=0)
+        ra.measure(settings, verdict, ra.Config(**SMALL, n_codebooks_fine=0))

@@ -329,7 +329,8 @@ def _summary(rows, registry: dict, docname: str) -> str:
     up = "../" * docname.count("/")
     kinds = [*registry["verdicts"], claims.STALE]
     counts = {k: sum(r["verdict"] == k for r in rows) for k in kinds}
-    out = ['<div class="claims-summary">', "<p>"]
+    out = ['<div class="claims-summary">', "<p><b>In Brown prose</b> (the default "
+           "world; the table after the list gives each world's verdicts): "]
     out.append(", ".join(f"{n} {_verdict_span(k)}" for k, n in counts.items() if n))
     out.append(f" (of {len(rows)} claims; rules and values on the "
                f'<a href="{up}book/claims.html">claims dashboard</a>).</p><ul>')
@@ -355,7 +356,8 @@ def _summary(rows, registry: dict, docname: str) -> str:
         tau, lo, hi = v["c3_tau_acc"], v.get("c3_tau_acc_lo"), v.get("c3_tau_acc_hi")
         interval = f" [{lo:.3g}, {hi:.3g}]" if lo is not None and hi is not None else ""
         out.append(
-            f'<p class="regime"><b>The regime.</b> Here the strongest token-space '
+            f'<p class="regime"><b>The regime.</b> In Brown prose the strongest '
+            f"token-space "
             f"accelerator commits {tau:.3g}{interval} tokens per forward, so the "
             f"bar alpha* = 1 - 1/tau_acc is {1 - 1 / tau:.3g}; the paper's "
             f"accelerator (Fast-dLLM on LLaDA-8B) commits {paper_tau:g}, a bar of "

@@ -374,7 +374,7 @@ def measure(
     (``row_generators(seed, B)``). ``tau_paper``, the paper's accelerator figure
     (the page reads it from the registry), adds the paper's own bar as context.
     ``values`` are in the order the page records them. ``world`` gives the roles
-    (anchors) and the SID head's training text. ``judge`` scores the quality
+    (anchors) and the SID head's training text. ``config.judge`` scores the quality
     of the end-to-end decodes where the world's texts have no answers (prose).
     ``anchor_unit``: the anchors alpha, the head and SSLD work on
     (``inputs.anchor_mask``): ``"word"``, the book's (a content word's first

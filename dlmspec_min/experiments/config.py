@@ -11,7 +11,10 @@ fields are its notebook's parameters: name, type, default and help
   ``plumbing.params.validated(Config, globals())``: each value against the rule
   for its name (``plumbing.params.RULES``: a parameter means the same on every
   page), then the rules between values;
-- the module's ``measure(models, world, config)`` reads it;
+- the module's ``measure`` reads it: ``measure(models, world, config)`` for
+  each claim, ``measure(models, config, ...)`` for the trajectory page,
+  ``measure(settings, verdict, config)`` for the regime page (the models
+  page's ``measure`` still takes its sizes as keywords);
 - the runner's ``--help`` and checks read the cell, the seed page's sizes are
   checked against the claim's fields (``plumbing.seeds``).
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -403,9 +404,12 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
                   threshold=d["threshold"], temperature=0.0)
     prompt = world.prompts(models.tokenizer, n_samples, seed=seed, device=device)
     k_ids = fine_K(models) if ids == "fine" else K
+    run = dict(world=world.name, model=world.target, draft=world.draft,
+               n_samples=n_samples, **decode, n_bootstrap=n_bootstrap, seed=seed)
     c3 = c3m.measure(models, world, c3m.Config(
-        **decode, K=k_ids, levels=1, n_train=n_train, n_repeats=1, n_timed=1,
-        n_bootstrap=n_bootstrap, seed=seed, n_codebooks=n_codebooks),
+        **run, K=k_ids, levels=1, n_train=n_train, n_repeats=1, n_timed=1,
+        n_codebooks=n_codebooks, prompt_source=catalogue.get(world.name).prompt_source,
+        prompt_length=world.prompt_length),
         prompt=prompt, anchor_unit=INSTRUMENTS[ids], information=True)
     v3 = c3.values
     if ids == "fine":
@@ -413,9 +417,7 @@ def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
         c4_verdict = "not measured: fine IDs are tokens"
     else:
         c4 = c4m.measure(models, world, c4m.Config(
-            n_samples=n_samples, **decode, K=K, K_sweep=[],
-            n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed,
-            device=device))
+            **run, K=K, K_sweep=[], n_permutations=n_permutations, device=device))
         v4 = {**c4.values, **c4.rule_values}
         c4_verdict = verdict("C4", v4)
     id_bits, majority = id_information(c3.arrays["anchor_ids"])
@@ -463,8 +465,10 @@ def _missing(world: MathWorld, device, dtype) -> tuple[Any, str | None]:
     try:
         return load_models(world.target, world.draft, device=device,
                            dtype=dtype), None
-    except ModelNotAvailableError as e:
-        return None, str(e).split(";")[0]
+    except ModelNotAvailableError as e:  # the model's name, not this machine's path
+        name = re.search(r"embedded model '([^']+)' is not in ", str(e))
+        return None, (f"{name.group(1)} is not trained" if name
+                      else str(e).split(";")[0])
 
 
 @dataclass(frozen=True)
@@ -491,14 +495,13 @@ class Config(config.Config):
     device: str = param("cpu", "torch device")
 
 
-def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
-            n_samples: int = 24, K: int = 32, n_codebooks: int = 5,
-            n_codebooks_fine: int = 1, n_train: int = 2048,
-            n_permutations: int = 2000, n_bootstrap: int = 2000,
-            seed: int = 0, device: str = "cpu", dtype: str | None = "float32",
-            competent: dict[str, float] | None = None, progress=print) -> Measurement:
+def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
+            config: Config, *, competent: dict[str, float] | None = None,
+            progress=print) -> Measurement:
     """Every setting of ``settings`` (the registry's ``checks: regime:
-    settings``), in order. ``verdict(claim_id, values)``: a claim's verdict by
+    settings``), in order, at the page's ``config`` (its sizes, seed, device and
+    dtype; each setting's world gives its models and decode).
+    ``verdict(claim_id, values)``: a claim's verdict by
     its rule (``plumbing.claims.verdict``; the page passes it). A setting with
     fine IDs pools ``n_codebooks_fine`` codebooks, the others ``n_codebooks``:
     fine IDs are the same in every codebook (their k-means is the identity),
@@ -509,10 +512,9 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
     Values: ``r_<setting>_<key>`` for every key of ``COLUMNS``, and
     ``r_settings_measured`` / ``r_settings_total``. Tables: ``settings`` (one
     row per setting, NaN where not measured, with its status)."""
-    for name, n in [("n_samples", n_samples), ("K", K), ("n_codebooks", n_codebooks),
-                    ("n_codebooks_fine", n_codebooks_fine), ("n_train", n_train),
-                    ("n_permutations", n_permutations),
-                    ("n_bootstrap", n_bootstrap)]:
+    for name in ("n_samples", "K", "n_codebooks", "n_codebooks_fine", "n_train",
+                 "n_permutations", "n_bootstrap"):
+        n = getattr(config, name)
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
     if not settings:
@@ -522,27 +524,27 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str], *,
     for i, (name, setting) in enumerate(settings.items(), 1):
         world = setting_world(name, setting)
         ids = instrument(name, setting)
-        models, why = _missing(world, device, dtype)
+        models, why = _missing(world, config.device, config.dtype)
         if models is None:
             progress(f"[{i}/{len(settings)}] {name}: not measured ({why})")
             figures = {k: math.nan for k in COLUMNS}
-            glue_bits, content_bits = freedom_bits(world, n_samples, seed)
+            glue_bits, content_bits = freedom_bits(world, config.n_samples,
+                                                   config.seed)
             figures.update(glue_bits=glue_bits, content_bits=content_bits,
                            strongest="not measured", c3_verdict="not measured",
                            c4_verdict="not measured")
             status = f"not measured: {why}"
         else:
-            books = n_codebooks_fine if ids == "fine" else n_codebooks
+            books = config.n_codebooks_fine if ids == "fine" else config.n_codebooks
             progress(f"[{i}/{len(settings)}] {name}: C3{' and C4' * (ids != 'fine')} "
                      f"on {world.target} with {world.draft}, {ids} IDs "
-                     f"({n_samples} questions, {books} codebook{'s' * (books > 1)})")
-            figures = measure_setting(models, world, n_samples=n_samples, K=K,
-                                      n_codebooks=(n_codebooks_fine if ids == "fine"
-                                                   else n_codebooks),
-                                      n_train=n_train,
-                                      n_permutations=n_permutations,
-                                      n_bootstrap=n_bootstrap, seed=seed,
-                                      device=device, verdict=verdict, ids=ids)
+                     f"({config.n_samples} questions, {books} "
+                     f"codebook{'s' * (books > 1)})")
+            figures = measure_setting(
+                models, world, n_samples=config.n_samples, K=config.K,
+                n_codebooks=books, n_train=config.n_train,
+                n_permutations=config.n_permutations, n_bootstrap=config.n_bootstrap,
+                seed=config.seed, device=config.device, verdict=verdict, ids=ids)
             status = "measured"
         figures.update(competence(world.target, competent or {}))
         v.update({f"r_{name}_{k}": x for k, x in figures.items()})
@@ -617,6 +619,14 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
         f"{float(x):.0f}" if np.isfinite(float(x)) else "—"
         for x in out["questions to decide C3"]]
     return out.T
+
+
+def shown_tables(table: pd.DataFrame) -> dict[str, Any]:
+    """``shown_table`` split by instrument, one captioned table each (a column
+    per setting), so that the page's tables fit its width."""
+    shown, ids = shown_table(table), table["ids"]
+    return {i: shown[ids.index[ids == i]].style.set_caption(f"settings with {i} IDs")
+            for i in INSTRUMENTS if (ids == i).any()}
 
 
 def summary(v: dict[str, Any], names) -> str:
@@ -864,9 +874,13 @@ def crossing_sentence(v: dict[str, Any] | None, world: str = "free") -> str:
             f"[{lo:.3f}, {hi:.3f}], {where} the bar alpha* {star:.3f}")
     if np.isfinite(x):
         bits = float(v[f"r_{world}_id_bits"])
+        fine = float(v.get(f"{f}_id_bits", math.nan))
         said += (f"; the crossing lies at {x:.2f} bits per anchor ID "
-                 f"({interval_words(x_lo, x_hi)}), where C2's k-means IDs carry "
-                 f"{bits:.2f}")
+                 f"({interval_words(x_lo, x_hi)}): IDs that tell more than that "
+                 f"about a content word leave the draft below its bar. C2's k-means "
+                 f"IDs tell {bits:.2f} bits (the entropy of the IDs the target "
+                 f"wrote at its anchors)"
+                 + (f", the fine IDs {fine:.2f}" if np.isfinite(fine) else ""))
     else:
         said += "; no crossing lies between the coarse and the fine IDs"
     return said + " (measured on the regime page)."

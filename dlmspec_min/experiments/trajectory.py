@@ -266,7 +266,8 @@ def measure(
     models: Models, config: Config, *, prompt: torch.Tensor, judge
 ) -> Measurement:
     """The whole measurement of notebook 09 on ``prompt`` (n, P) with ``judge``
-    (a ``measures.judge.Judge``); the other arguments are the page's parameters.
+    (a loaded ``measures.judge.Judge``; the page loads ``config.judge``, which
+    this function does not read), at the page's ``config``.
 
     ``values``: every glued value but the checks and the page's run time, in the
     page's order. ``tables``: decoders (one row per decoder), speedups (over

@@ -5,8 +5,9 @@ assignments ``name: type = value  # help``. papermill's ``inspect_notebook``
 reads that cell (names, types, defaults, help); this module adds what papermill
 does not do: coercing command-line strings to the declared type and checking
 each value against the rule for its name, so a bad value is one clear line
-before any model is loaded. Notebooks call ``validate_all`` on their own
-parameters too, so a bad override fails the same way under papermill.
+before any model is loaded. Notebooks check their own parameters too
+(``validated``: the page's ``Config`` from its cell's values), so a bad
+override fails the same way under papermill.
 """
 
 from __future__ import annotations
@@ -392,11 +393,12 @@ def validate_all(values: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-def validated(cls: type, values: dict[str, Any]):
+def validated(cls, values: dict[str, Any] | None = None):
     """A page's ``Config`` (``cls``) from ``values`` (a notebook's ``globals()``
-    after its parameters cell), every value checked by its rule, then their
-    relations (``validate_all``); names the Config does not declare are ignored."""
-    config = cls.from_values(values)
+    after its parameters cell; names the Config does not declare are ignored),
+    every value checked by its rule, then their relations (``validate_all``).
+    Given a Config instance alone, checks it and returns it."""
+    config = cls if values is None else cls.from_values(values)
     validate_all(config.values())
     return config
 
