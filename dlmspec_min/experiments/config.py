@@ -105,8 +105,9 @@ def world_param(stem: str, what: str = "the world measured", note: str = "") -> 
     from .. import catalogue
 
     note = f"; {note}" if note else ""
+    *first, last = catalogue.NAMES
     return param(catalogue.DEFAULT,
-                 f"{what}: {', '.join(catalogue.NAMES)} (dlmspec_min/catalogue.py; "
-                 f"prose is Brown, math the free math world{note}); -p world NAME "
-                 f"applies its defaults, then notebooks/profiles/<its profile>/"
+                 f"{', '.join(first)} or {last}: {what} (prose is Brown, math the "
+                 f"free math world{note}); -p world NAME applies its entry in "
+                 f"dlmspec_min/catalogue.py, then notebooks/profiles/<its profile>/"
                  f"{stem}.yaml")

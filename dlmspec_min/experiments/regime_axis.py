@@ -322,10 +322,10 @@ def draw_c8(m: Measurement):
     xerr = np.clip(np.vstack([x - xlo, xhi - x]), 0, None)
     yerr = np.clip(np.vstack([y - ylo, yhi - y]), 0, None)
     # the two instruments apart: C2's k-means IDs (circles, labels below) and
-    # the fine IDs (squares, labels above), so that neighbours do not collide
+    # the fine IDs (squares, labels above), so neighbours do not collide
     for ids, marker, colour, label, offset in (
             ("kmeans", "o", "C0", "settings, C2's k-means IDs", (5, -12)),
-            ("fine", "s", "C2", "settings, fine IDs", (-4, 7))):
+            ("fine", "s", "C2", "settings, fine IDs", (5, 6))):
         at = (long["ids"] == ids).to_numpy()
         if not at.any():
             continue
@@ -618,7 +618,7 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
     out["questions to decide C3"] = [
         f"{float(x):.0f}" if np.isfinite(float(x)) else "—"
         for x in out["questions to decide C3"]]
-    return out.T
+    return out.T.map(lambda x: "—" if isinstance(x, str) and x == "nan" else x)
 
 
 def shown_tables(table: pd.DataFrame) -> dict[str, Any]:
@@ -869,9 +869,10 @@ def crossing_sentence(v: dict[str, Any] | None, world: str = "free") -> str:
                 "IDs in this build, so no crossing is given.")
     where = ("below" if hi < star_lo else "within reach of" if a < star
              else "above")
-    said = (f"With semantic IDs fine enough to name a number's whole value, the "
-            f"draft's acceptance in the {world} math world is {a:.3f} "
-            f"[{lo:.3f}, {hi:.3f}], {where} the bar alpha* {star:.3f}")
+    said = (f"In the {world} math world, once the draft must guess each number "
+            f"exactly (semantic IDs fine enough to name a number's whole value), "
+            f"its acceptance is {a:.3f} [{lo:.3f}, {hi:.3f}], {where} the bar "
+            f"alpha* {star:.3f} it needs to win")
     if np.isfinite(x):
         bits = float(v[f"r_{world}_id_bits"])
         fine = float(v.get(f"{f}_id_bits", math.nan))
