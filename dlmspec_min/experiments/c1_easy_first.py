@@ -267,8 +267,7 @@ class Config(config.Config):
     world: str = config.world_param("01_easy_first")
     model: str = param("dlmspec/base",
         "denoiser: dlmspec/small|base|large, a registry name or a local folder")
-    trust_remote_code: bool = param(False,
-        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    trust_remote_code: bool = config.trust_remote_code_param()
     n_samples: int = param(24, "unconditional samples per decoder")
     gen_length: int = param(32, "generated tokens per sample (after the [BOS] prompt)")
     block_length: int = param(8,
@@ -283,13 +282,9 @@ class Config(config.Config):
         "lower thresholds also run, to see what parallel steps hold")
     n_bootstrap: int = param(1000, "bootstrap replicates (resampling whole sequences)")
     seed: int = param(0, "seed of every random draw")
-    dtype: str = param("float32",
-        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
-        "saved)")
-    device_map: str = param("none",
-        "from_pretrained device_map: none (load, then move to device), auto "
-        "(shard over GPUs) or a device")
-    device: str = param("cpu", "torch device")
+    dtype: str = config.dtype_param()
+    device_map: str = config.device_map_param()
+    device: str = config.device_param()
 
 
 def measure(models: Models, world: World, config: Config) -> Measurement:

@@ -347,8 +347,7 @@ class Config(config.Config):
         "target: its input embeddings define the semantic IDs")
     draft: str = param("dlmspec/small",
         "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = param(False,
-        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    trust_remote_code: bool = config.trust_remote_code_param()
     n_samples: int = param(64, "unconditional samples (the prompt is [BOS])")
     gen_length: int = param(48, "generated tokens per sample")
     block_length: int = param(16, "block length of the Fast-dLLM accelerator")
@@ -365,13 +364,9 @@ class Config(config.Config):
     n_codebooks: int = param(5,
         "codebooks (IDs + head) alpha_SID is averaged over: seeds seed*n ... "
         "seed*n+n-1")
-    dtype: str = param("float32",
-        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
-        "saved)")
-    device_map: str = param("none",
-        "from_pretrained device_map: none (load, then move to device), auto "
-        "(shard over GPUs) or a device")
-    device: str = param("cpu", "torch device")
+    dtype: str = config.dtype_param()
+    device_map: str = config.device_map_param()
+    device: str = config.device_param()
 
 
 def measure(

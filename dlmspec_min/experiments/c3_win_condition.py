@@ -322,8 +322,7 @@ class Config(config.Config):
     model: str = param("dlmspec/base", "target")
     draft: str = param("dlmspec/small",
         "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = param(False,
-        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    trust_remote_code: bool = config.trust_remote_code_param()
     n_samples: int = param(24, "samples (one prompt each; [BOS] alone by default)")
     prompt_source: str = param("bos",
         "the prompts: [BOS] alone (bos), [BOS] and the start of held-out Brown "
@@ -349,13 +348,9 @@ class Config(config.Config):
     judge: str = param("smollm2-135m",
         "independent judge of the end-to-end decodes' quality where texts have no "
         "answers (prose)")
-    dtype: str = param("float32",
-        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
-        "saved)")
-    device_map: str = param("none",
-        "from_pretrained device_map: none (load, then move to device), auto "
-        "(shard over GPUs) or a device")
-    device: str = param("cpu", "torch device")
+    dtype: str = config.dtype_param()
+    device_map: str = config.device_map_param()
+    device: str = config.device_param()
 
 
 def measure(

@@ -185,8 +185,7 @@ class Config(config.Config):
     world: str = config.world_param("04_cluster_verification")
     model: str = param("dlmspec/base", "target")
     draft: str = param("dlmspec/small", "the cheap TOK-mode draft (same vocabulary)")
-    trust_remote_code: bool = param(False,
-        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    trust_remote_code: bool = config.trust_remote_code_param()
     n_samples: int = param(32, "unconditional samples (the prompt is [BOS])")
     gen_length: int = param(48, "generated tokens per sample")
     block_length: int = param(16, "block length of the decoder that finds the anchors")
@@ -197,13 +196,9 @@ class Config(config.Config):
     n_permutations: int = param(10000, "size-matched random clusterings per K")
     n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
     seed: int = param(0, "seed of every random draw (k-means, decode, permutations)")
-    dtype: str = param("float32",
-        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
-        "saved)")
-    device_map: str = param("none",
-        "from_pretrained device_map: none (load, then move to device), auto "
-        "(shard over GPUs) or a device")
-    device: str = param("cpu", "torch device")
+    dtype: str = config.dtype_param()
+    device_map: str = config.device_map_param()
+    device: str = config.device_param()
 
 
 def measure(models: Models, world: World, config: Config) -> ClusterVerification:

@@ -213,8 +213,7 @@ class Config(config.Config):
     model: str = param("dlmspec/base", "target")
     draft: str = param("dlmspec/small",
         "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = param(False,
-        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    trust_remote_code: bool = config.trust_remote_code_param()
     judge: str = param("smollm2-135m", "independent judge model")
     n_samples: int = param(12, "unconditional samples (the prompt is [BOS])")
     gen_length: int = param(48, "generated tokens per sample")
@@ -227,13 +226,9 @@ class Config(config.Config):
         "allowed drop of judge top-1 agreement below the baseline")
     n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole samples)")
     seed: int = param(0, "seed of every random draw")
-    dtype: str = param("float32",
-        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
-        "saved)")
-    device_map: str = param("none",
-        "from_pretrained device_map: none (load, then move to device), auto "
-        "(shard over GPUs) or a device")
-    device: str = param("cpu", "torch device")
+    dtype: str = config.dtype_param()
+    device_map: str = config.device_map_param()
+    device: str = config.device_param()
 
 
 def measure(models: Models, world: World, config: Config) -> BoundedQuality:

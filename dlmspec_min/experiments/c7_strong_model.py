@@ -312,8 +312,7 @@ class Config(config.Config):
     small_model: str = param("dlmspec/small", "a weaker model, for context")
     draft: str = param("dlmspec/small",
         "SSLD's draft against large_model (must share its vocabulary)")
-    trust_remote_code: bool = param(False,
-        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    trust_remote_code: bool = config.trust_remote_code_param()
     n_windows: int = param(64, "held-out Brown windows measured (of 256)")
     n_positions: int = param(16,
         "content/function positions measured per window (0: all)")
@@ -335,13 +334,9 @@ class Config(config.Config):
     n_codebooks: int = param(5,
         "codebooks (IDs + head) alpha_SID is averaged over: seeds seed*n ... "
         "seed*n+n-1")
-    dtype: str = param("float32",
-        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
-        "saved)")
-    device_map: str = param("none",
-        "from_pretrained device_map: none (load, then move to device), auto "
-        "(shard over GPUs) or a device")
-    device: str = param("cpu", "torch device")
+    dtype: str = config.dtype_param()
+    device_map: str = config.device_map_param()
+    device: str = config.device_param()
 
 
 def measure(

@@ -439,8 +439,7 @@ class Config(config.Config):
         "target: its input embeddings define the semantic IDs")
     draft: str = param("dlmspec/small",
         "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = param(False,
-        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    trust_remote_code: bool = config.trust_remote_code_param()
     n_samples: int = param(32,
         "prompted samples whose content positions are the anchors (one held-out "
         "prompt each)")
@@ -464,13 +463,9 @@ class Config(config.Config):
     n_bins: int = param(3, "equal-count bins of a per-anchor measure")
     n_bootstrap: int = param(1000, "bootstrap replicates (resampling whole sequences)")
     seed: int = param(0, "seed of every random draw")
-    dtype: str = param("float32",
-        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
-        "saved)")
-    device_map: str = param("none",
-        "from_pretrained device_map: none (load, then move to device), auto "
-        "(shard over GPUs) or a device")
-    device: str = param("cpu", "torch device")
+    dtype: str = config.dtype_param()
+    device_map: str = config.device_map_param()
+    device: str = config.device_param()
 
 
 def measure(models: Models, world: World, config: Config) -> InformationMeasurement:

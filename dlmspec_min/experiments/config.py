@@ -111,3 +111,23 @@ def world_param(stem: str, what: str = "the world measured", note: str = "") -> 
                  f"free math world{note}); -p world NAME applies its entry in "
                  f"dlmspec_min/catalogue.py, then notebooks/profiles/<its profile>/"
                  f"{stem}.yaml")
+
+
+# The loading parameters every page with a model declares, each the same on
+# every page: one definition each (a fresh field per Config).
+def trust_remote_code_param() -> Any:
+    return param(False, "allow a registry model's own code (LLaDA, Dream, MDLM)")
+
+
+def dtype_param() -> Any:
+    return param("float32", "compute dtype of the weights: float32, bfloat16, "
+                 "float16 or none (as saved)")
+
+
+def device_map_param() -> Any:
+    return param("none", "from_pretrained device_map: none (load, then move to "
+                 "device), auto (shard over GPUs) or a device")
+
+
+def device_param() -> Any:
+    return param("cpu", "torch device")

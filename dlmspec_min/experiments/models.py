@@ -320,13 +320,9 @@ class Config(config.Config):
         "held-out problems written with templates never trained on")
     math_regime_problems: int = param(64,
         "held-out problems every decoder of the math regime table decodes")
-    dtype: str = param("float32",
-        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
-        "saved)")
-    device_map: str = param("none",
-        "from_pretrained device_map: none (load, then move to device), auto "
-        "(shard over GPUs) or a device")
-    device: str = param("cpu", "torch device")
+    dtype: str = config.dtype_param()
+    device_map: str = config.device_map_param()
+    device: str = config.device_param()
 
 
 def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int = 8,

@@ -489,10 +489,8 @@ class Config(config.Config):
     n_permutations: int = param(2000, "size-matched random clusterings of C4's test")
     n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole questions)")
     seed: int = param(0, "seed of every random draw; picks which held-out questions")
-    dtype: str = param("float32",
-        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
-        "saved)")
-    device: str = param("cpu", "torch device")
+    dtype: str = config.dtype_param()
+    device: str = config.device_param()
 
 
 def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],

@@ -224,8 +224,7 @@ class Config(config.Config):
     model: str = param("dlmspec/base",
         "target denoiser: dlmspec/small|base|large, a registry name or a local "
         "folder")
-    trust_remote_code: bool = param(False,
-        "allow a registry model's own code (LLaDA, Dream, MDLM)")
+    trust_remote_code: bool = config.trust_remote_code_param()
     n_samples: int = param(8,
         "prompts (held-out Brown prefixes by default), decoded greedily by every "
         "decoder")
@@ -253,13 +252,9 @@ class Config(config.Config):
         "least)")
     n_bootstrap: int = param(2000, "bootstrap replicates (resampling prompts)")
     seed: int = param(0, "seed of the prompt order and the bootstraps")
-    dtype: str = param("float32",
-        "compute dtype of the weights: float32, bfloat16, float16 or none (as "
-        "saved)")
-    device_map: str = param("none",
-        "from_pretrained device_map: none (load, then move to device), auto "
-        "(shard over GPUs) or a device")
-    device: str = param("cpu", "torch device")
+    dtype: str = config.dtype_param()
+    device_map: str = config.device_map_param()
+    device: str = config.device_param()
 
 
 def measure(
