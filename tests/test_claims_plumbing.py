@@ -137,8 +137,8 @@ def test_dashboard_rows_and_html_show_both_verdicts(tmp_path):
     assert row["verdict"] == "replicated"
     assert row["secondary"] == {"label": "piece-level anchors",
                                 "verdict": "inconclusive", "glued": "inconclusive"}
-    page = claims_dashboard._table([row], "book/claims")
-    assert "<th>secondary verdict</th>" in page
+    page = claims_dashboard._table([row], reg, "book/claims")
+    assert "<th>on piece-level anchors</th>" in page
     assert ('class="secondary-verdict" data-secondary-claim="X">'
             "piece-level anchors: ") in page
     assert page.index(">replicated<") < page.index(">inconclusive<")
@@ -305,3 +305,47 @@ def test_the_landing_page_s_crossing_reads_the_regime_glue(tmp_path, monkeypatch
         {k: {"data": {"text/plain": repr(x)}} for k, x in values.items()}))
     html = claims_dashboard._crossing(tmp_path, reg)
     assert html.startswith("<p>") and "0.680 [0.620, 0.740], below the bar" in html
+
+
+def test_two_values_finds_a_name_holding_two_values_and_only_then():
+    registry = {"claims": {"C9": {"keys": {
+        "c9_tau": {"label": "tau_acc on C9's questions"},
+        "c9_tau_again": {"label": "tau_acc on C9's questions"},
+        "c9_other": {"label": "another figure"}}}}, "checks": {}}
+    agree = {"p1": {"c9_tau": 4.0, "c9_tau_again": 4.0, "c9_other": 1.0},
+             "p2": {"c9_tau": 4.0, "c9_other": 2.0 + 1e-9}}
+    problems = claims.two_values(agree, registry)
+    assert any("key c9_other" in p for p in problems)  # one key, two pages, two values
+    assert not any("c9_tau" in p for p in problems)
+    agree["p2"]["c9_other"] = 1.0
+    assert claims.two_values(agree, registry) == []
+    agree["p1"]["c9_tau_again"] = 4.5  # one name, two keys, two values
+    (problem,) = claims.two_values(agree, registry)
+    assert "tau_acc on C9's questions" in problem and "4.5" in problem
+    # another world's values are compared within that world only
+    agree["p1"]["c9_tau_again"] = 4.0
+    agree["p2"]["c9_tau_math"] = 9.0
+    assert claims.two_values(agree, registry) == []
+
+
+def test_evidence_reads_its_sides_and_the_power_entry():
+    registry = claims.load_registry()
+    values = {"c2_alpha_sid": 0.1, "c2_alpha_lo": 0.05, "c2_alpha_hi": 0.15,
+              "c2_alpha_star": 0.8, "c2_tau_acc_lo": 4.0, "c2_tau_acc_hi": 6.0}
+    (e,) = claims.evidence("C2", values, registry)
+    assert e["a"] == (0.1, 0.05, 0.15)
+    assert e["b"] == pytest.approx((0.8, 0.75, 1 - 1 / 6))
+    assert e["separated"] and e["paper"] == registry["claims"]["C2"]["paper_value"]
+    (e,) = claims.evidence("C2", {}, registry)  # nothing recorded: NaN, not a crash
+    assert all(math.isnan(x) for x in e["a"]) and not e["separated"]
+    for cid in registry["claims"]:
+        assert registry["evidence"][cid], f"{cid} has no evidence to draw"
+
+
+def test_the_decision_record_reads_every_dated_comment_without_tracker_numbers():
+    record = claims.decisions()
+    text = claims.REGISTRY.read_text()
+    assert len(record) == len(re.findall(r"#\s*\d{4}-\d{2}-\d{2}\b", text))
+    assert all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", d["date"]) for d in record)
+    assert not [d for d in record if re.search(r"\b(issue|session) \d", d["text"])]
+    assert {d["where"] for d in record} >= {"C1", "C2", "C8", "regime"}

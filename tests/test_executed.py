@@ -250,3 +250,28 @@ def test_each_world_run_ran_or_its_models_are_missing(notebook, world):
         failed = [f"{n}: {r}" for n, r in rules.items()
                   if not claims.evaluate(r, values)]
         assert not failed, f"{world} world's quality gates failed: {failed}"
+
+
+def _every_page_values() -> dict:
+    """Every executed page's glued values, its world runs' under their suffixes."""
+    executed = ROOT / "_build" / "jupyter_execute"
+    pages = {}
+    for glue in sorted(executed.rglob("*.glue.json")):
+        if glue.name.count(".") > 2:  # a world run (NN.<world>.glue.json): below
+            continue
+        path = glue.with_name(glue.name.removesuffix(".glue.json") + ".ipynb")
+        values = claims.read_glued(path)
+        claims.add_world_runs(path, values, None)
+        pages[str(glue.relative_to(executed)).removesuffix(".glue.json")] = values
+    return pages
+
+
+def test_one_name_holds_one_value_across_the_book():
+    """A quantity the book shows on several pages is one value everywhere: a
+    glued key two pages record, and two keys the registry shows under one name,
+    agree in every world. Pages that measure the same symbol on other questions
+    name it apart (e.g. tau_acc on C2's questions, on C3's)."""
+    pages = _every_page_values()
+    assert len(pages) >= 10, "run `make book` first"
+    problems = claims.two_values(pages, REGISTRY)
+    assert not problems, "\n".join(problems)

@@ -164,7 +164,11 @@ def test_seed_pooled_rate_averages_seeds_and_widens_with_their_spread():
     ((0.9641, 0.9312, 0.9951), "0.964 [0.931, 0.995]"),
     ((1.4123, 1.23, 1.59), "1.41 [1.23, 1.59]"),
     ((412.0, 300.0, 520.0), "412 [300, 520]"),
-    ((float("nan"), 0.1, 0.2), "nan"),
+    ((float("nan"), 0.1, 0.2), "not measured"),
+    ((float("inf"), 0.1, float("inf")), "unbounded"),
+    ((3.19, float("-inf"), 3.87), "3.19 [open, 3.87]"),
+    ((3.93, float("-inf"), float("inf")), "3.93 [open, open]"),
+    ((0.25,), "0.25"),
     ((0.5, float("nan"), float("nan")), "0.5"),
     ((16 / 3, 16 / 3, 16 / 3 + 1e-15), "5.333"),  # a width of a few ulps
     ((1234.5, float("nan"), float("nan")), "1234"),

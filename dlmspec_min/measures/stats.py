@@ -7,6 +7,8 @@ always resampled (or clustered) at the sequence level.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import stats as sps
 
@@ -359,13 +361,28 @@ def pooled_mean_bootstrap(
                            n_boot, seed, level)
 
 
-def with_interval(value: float, low: float, high: float) -> str:
+NOT_MEASURED = "not measured"  # how the book shows a missing value (NaN)
+UNBOUNDED = "unbounded"  # an infinite value (a ratio over zero)
+
+
+def with_interval(value: float, low: float = math.nan, high: float = math.nan) -> str:
     """``value [low, high]`` to the decimals the interval supports: two
     significant digits of its width (13.241, 10.52, 17.46 -> "13.2 [10.5, 17.5]");
-    "nan" where the value is missing, the value alone (4 significant digits)
-    where the interval is missing or has no width; at most 6 decimals."""
-    if not np.isfinite(value):
-        return "nan"
+    "not measured" for a missing (NaN) value and "unbounded" for an infinite
+    one; the value alone (4 significant digits) where the interval is missing
+    or has no width; an infinite end shown as "open"; at most 6 decimals. The
+    book's one number formatter: the dashboard and the landing page use it."""
+    if math.isnan(value):
+        return NOT_MEASURED
+    if math.isinf(value):
+        return UNBOUNDED
+    one_open = math.isinf(low) or math.isinf(high)
+    if one_open and not (math.isnan(low) or math.isnan(high)):
+        ends = [low, high]
+        finite = [abs(x) for x in ends if math.isfinite(x)] + [abs(value)]
+        digits = f"{value:.3g}"
+        shown = [("open" if math.isinf(x) else f"{x:.3g}") for x in ends]
+        return f"{digits} [{shown[0]}, {shown[1]}]" if finite else digits
     scale = max(abs(value), abs(low), abs(high), 1e-12) if np.isfinite(low) else 1
     if (not (np.isfinite(low) and np.isfinite(high)) or high <= low
             or (high - low) < 1e-9 * scale):  # no width worth printing

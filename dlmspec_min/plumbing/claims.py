@@ -16,6 +16,7 @@ import json
 import math
 import numbers
 import operator
+import re
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,16 @@ NOT_MEASURED = "not measured"  # a world this claim's page did not measure
 # claim's page (issue 26: the math world's values are glued as c2_alpha_sid_math)
 WORLD_SUFFIXES = {w: catalogue.get(w).suffix for w in catalogue.BOOK}
 # the kinds a registry without its own ``verdicts:`` list may use
+# a verdict's colour wherever the book shows it (dashboard, forest plot)
+VERDICT_COLOURS = {
+    "replicated": "#1a7f37",
+    "direction only": "#9a6700",
+    INCONCLUSIVE: "#0969da",
+    NOT_REPLICATED: "#cf222e",
+    NOT_REBUILT: "#6e7781",
+    STALE: "#8250df",
+    NOT_MEASURED: "#6e7781",
+}
 VERDICTS = ["replicated", "direction only", INCONCLUSIVE, NOT_REPLICATED, NOT_REBUILT]
 
 
@@ -260,6 +271,42 @@ def power_reading(claim_id: str, values: dict[str, Any], sizes: list[int],
             "sizes": dict(zip(spec["size"], sizes, strict=False))}
 
 
+def evidence(claim_id: str, values: dict[str, Any],
+             registry: dict | None = None) -> list[dict]:
+    """The comparisons a claim's verdict rests on, for drawing (the registry's
+    ``evidence:`` entry): per comparison its ``labels``, its two sides ``a`` (the
+    build's figure) and ``b`` (what the rule holds it against) as (value, low,
+    high) floats, NaN where ``values`` lack a name, whether their intervals
+    ``separated``, the ``paper``'s figure of the same quantity or None (a number
+    or an expression over the claim's own paper figures), and the axis
+    ``scale``. ``sides: power`` reads the claim's ``power:`` sides."""
+    registry = registry or load_registry()
+    claim = registry["claims"][claim_id]
+    figures = {k: v for k, v in claim.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    out = []
+    for spec in registry.get("evidence", {}).get(claim_id, []):
+        sides = spec["sides"]
+        if sides == "power":
+            sides = registry["power"]["claims"][claim_id]["sides"]
+        a, b = (tuple(_evaluated(e, values) for e in side) for side in sides)
+        out.append({"labels": spec["labels"], "a": a, "b": b,
+                    "separated": all(map(math.isfinite, a + b))
+                    and (a[2] < b[1] or b[2] < a[1]),
+                    "paper": (None if spec.get("paper") is None
+                              else float(evaluate(str(spec["paper"]), figures))),
+                    "scale": spec.get("scale", "linear")})
+    return out
+
+
+def _evaluated(expr, values: dict[str, Any]) -> float:
+    """An evidence side's value: NaN where the values lack one of its names."""
+    try:
+        return float(evaluate(str(expr), values))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return math.nan
+
+
 def check_values(keys: dict, values: dict[str, Any]) -> list[str]:
     """Problems with recorded values: missing, non-finite or out of range."""
     problems = []
@@ -394,8 +441,84 @@ def world_cells(row: dict, registry: dict) -> dict[str, dict]:
 
 
 def format_value(v) -> str:
+    """A glued value as the book shows it: a float by ``stats.with_interval``
+    (4 significant digits, "not measured" for NaN, "unbounded" for infinity),
+    a very small or large one in scientific notation."""
+    from ..measures.stats import with_interval
+
     if isinstance(v, float):
-        if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e4):
+        if math.isfinite(v) and v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e4):
             return f"{v:.2e}"
-        return f"{v:.4g}"
+        return with_interval(v)
     return str(v)
+
+
+# a reference a reader cannot follow: "(issue 14, item 4)", "issue 26", "session 21"
+_TRACKER_REF = re.compile(r"\s*\((?:issue|session|item) \d+[^()]*\)"
+                          r"|,? ?(?:second |fourth )?"
+                          r"\(?(?:issue|session) \d+(?:, item \d+)?(?:'s)?\)?")
+_DATED = re.compile(r"^(\s*)(?:[\w -]+:.*?)?#\s*(\d{4}-\d{2}-\d{2})\b(.*)$")
+
+
+def decisions(path: Path = REGISTRY) -> list[dict]:
+    """The registry's dated decisions, in file order: each comment that opens
+    with a date (``# 2026-12-01: ...``) and the comment lines that continue it,
+    as ``{"date", "where", "text"}``: ``where`` the claim or check it sits under
+    (or "all claims"), ``text`` the comment joined into one paragraph, without
+    the tracker references a reader of the book cannot follow."""
+    out, current, where = [], None, "all claims"
+    for line in Path(path).read_text().splitlines():
+        section = re.match(r"^(?:  )?(C\d+|[a-z_]+):\s*(?:#.*)?$", line)
+        if section and section.group(1) not in ("claims", "checks"):
+            where = section.group(1)
+        dated = _DATED.match(line)
+        comment = re.match(r"^\s*#\s?(.*)$", line)
+        if dated:
+            current = {"date": dated.group(2), "where": where,
+                       "text": dated.group(3).lstrip(" ,:")}
+            out.append(current)
+        elif comment and current is not None and comment.group(1).strip():
+            current["text"] += " " + comment.group(1).strip()
+        else:
+            current = None
+    for d in out:
+        d["text"] = re.sub(r"\s+", " ", _TRACKER_REF.sub("", d["text"])).strip(" ,:")
+    return out
+
+
+def names(registry: dict) -> dict[str, list[str]]:
+    """The name a reader sees for each glued key (its registry label: a claim's
+    ``keys`` and a check's ``world_figures``) -> the keys shown under it."""
+    out: dict[str, list[str]] = {}
+    for claim in registry["claims"].values():
+        for key, spec in claim["keys"].items():
+            out.setdefault(spec["label"], []).append(key)
+    for check in registry.get("checks", {}).values():
+        for key, label in (check.get("world_figures") or {}).items():
+            out.setdefault(label, []).append(key)
+    return out
+
+
+def two_values(pages: dict[str, dict[str, Any]], registry: dict) -> list[str]:
+    """Where one name holds two values: ``pages`` maps a page to its glued values
+    (another world's under its suffix, as ``add_world_runs`` reads them). A
+    glued key that two pages record, or two keys shown under one registry name,
+    must agree in every world (to the 4 significant digits the book shows);
+    each disagreement is a line naming the name, the world and the values."""
+    problems = []
+    for world in WORLD_SUFFIXES:
+        seen: dict[str, dict[str, Any]] = {}  # key -> page -> value
+        for page, values in pages.items():
+            for key, value in world_values(values, world).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    seen.setdefault(key, {})[page] = value
+        groups = {f"key {k}": [(p, k) for p in by_page] for k, by_page in seen.items()}
+        for label, keys in names(registry).items():
+            groups[f"name {label!r}"] = [(p, k) for k in keys for p in seen.get(k, {})]
+        for name, held in groups.items():
+            shown = {format_value(float(seen[k][p])) for p, k in held}
+            if len(shown) > 1:
+                where = ", ".join(f"{p}:{k}={format_value(float(seen[k][p]))}"
+                                  for p, k in held)
+                problems.append(f"{name} holds {len(shown)} values in {world}: {where}")
+    return problems
