@@ -84,8 +84,19 @@ COLLECT_JS = """() => {
     assets: [...document.querySelectorAll("script[src], link[href]")]
                 .map(e => e.src || e.href),
     ids: [...document.querySelectorAll("[id]")].map(e => e.id),
+    text: document.body.innerText,
+    forestTop: (f => f ? f.getBoundingClientRect().top : null)(
+               document.querySelector("figure.forest-plot svg")),
+    headings: [...document.querySelectorAll("h1, h2")].map(h => ({
+               text: h.textContent.replace(/[#¶]/g, "").trim(),
+               top: h.getBoundingClientRect().top})),
   };
 }"""
+# what a reader must not meet on the claim pages, the dashboard and the landing
+# page: a missing or infinite value printed raw, or a tracker reference
+RESIDUE = re.compile(r"\b(?:nan|NaN)\b|(?<![\w.])-?inf\b|\b[Ii]ssue \d+|\bsession \d")
+READER_PAGES = ("book/intro.html", "book/claims.html")
+DASHBOARD_MAX_CHARS = 30_000
 
 
 def _pages() -> list[str]:
@@ -283,6 +294,38 @@ def test_nothing_is_loaded_from_outside_the_build(rendered, context):
               for p, i in _page_items(rendered).items()}
     assets = {p: a for p, a in assets.items() if a}
     assert not assets, f"script/link tags pointing outside the build: {assets}"
+
+
+def _reader_pages(rendered) -> dict:
+    """The landing page, the dashboard and every claim page, as rendered."""
+    pages = _page_items(rendered)
+    claim_pages = {str(Path(c["notebook"]).with_suffix(".html"))
+                   for c in claims.load_registry()["claims"].values()}
+    return {p: i for p, i in pages.items() if p in READER_PAGES or p in claim_pages}
+
+
+def test_a_reader_meets_no_raw_nan_inf_or_tracker_reference(rendered):
+    """What a reader sees says "not measured", "open" or "unbounded" in words,
+    and no issue or session number (the record page dates each decision)."""
+    pages = _reader_pages(rendered)
+    assert len(pages) >= 10, sorted(pages)
+    found = {p: sorted(set(RESIDUE.findall(i["text"]))) for p, i in pages.items()}
+    found = {p: f for p, f in found.items() if f}
+    assert not found, f"raw nan/inf or tracker references a reader sees: {found}"
+
+
+def test_the_landing_page_opens_with_the_findings_and_their_figure(rendered):
+    info = _page_items(rendered)["book/intro.html"]
+    tops = {h["text"]: h["top"] for h in info["headings"]}
+    assert info["forestTop"] is not None, "the landing page shows no forest plot"
+    assert tops["What this build found"] < info["forestTop"] < tops["Two worlds"]
+    assert tops["What this build found"] < tops["What the paper claims"]
+
+
+def test_the_dashboard_reads_in_minutes(rendered):
+    text = _page_items(rendered)["book/claims.html"]["text"]
+    assert len(text) < DASHBOARD_MAX_CHARS, f"the dashboard shows {len(text)} chars"
+    assert "claims:" not in text, "the raw registry is shown; link it instead"
 
 
 def test_the_html_sources_name_no_outside_script_or_stylesheet():

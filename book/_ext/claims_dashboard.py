@@ -36,17 +36,9 @@ from sphinx.util.docutils import SphinxDirective
 from dlmspec_min import catalogue
 from dlmspec_min.measures import stats
 from dlmspec_min.paths import REPO_ROOT
-from dlmspec_min.plumbing import claims, provenance, worldruns
+from dlmspec_min.plumbing import claims, figures, provenance, worldruns
 
-CSS = {
-    "replicated": "#1a7f37",
-    "direction only": "#9a6700",
-    claims.INCONCLUSIVE: "#0969da",
-    "not replicated": "#cf222e",
-    claims.NOT_REBUILT: "#6e7781",
-    claims.STALE: "#8250df",
-    claims.NOT_MEASURED: "#6e7781",
-}
+CSS = claims.VERDICT_COLOURS
 
 
 def _regime(rows, world: str) -> str:
@@ -56,7 +48,8 @@ def _regime(rows, world: str) -> str:
     tau = claims.world_values((c3 or {}).get("values") or {}, world).get("c3_tau_acc")
     if not isinstance(tau, (int, float)):
         return "regime not measured"
-    return f"tau_acc {tau:.3g} tokens per forward, alpha* {1 - 1 / tau:.2f}"
+    return (f"tau_acc {tau:.3g} tokens per forward, alpha* {1 - 1 / tau:.2f} "
+            "(on C3's questions)")
 
 
 def _matrix(rows, registry: dict, docname: str) -> str:
@@ -119,10 +112,10 @@ def _claim_worlds(rows, registry: dict, claim_id: str) -> str:
     for w, c in cells.items():
         own = claims.world_values(row.get("values") or {}, w).get(tau_key)
         if isinstance(own, (int, float)) and own > 0:
-            regime = f"tau_acc {own:.3g} tokens per forward, alpha* {1 - 1 / own:.2f}"
+            regime = (f"tau_acc {own:.3g} tokens per forward, alpha* "
+                      f"{1 - 1 / own:.2f} (on this page's questions)")
         else:  # the world's regime as C3 measured it
             regime = _regime([c3] if c3 else [], w)
-            regime += "" if regime == "regime not measured" else " (C3's)"
         figure = ("&mdash;" if c["value"] is None else
                   f"{html.escape(c['label'])}: <b>"
                   f"{html.escape(claims.format_value(c['value']))}</b>")
@@ -263,7 +256,8 @@ def _directive(kind: str):
             node = dashboard_placeholder()
             node["kind"] = kind
             node["claim"] = self.arguments[0] if self.arguments else None
-            group = {"claim-worlds": "claims", "check-worlds": "checks"}.get(kind)
+            group = {"claim-worlds": "claims", "check-worlds": "checks",
+                     "decoder-rates": "checks"}.get(kind)
             if group and node["claim"] not in claims.load_registry()[group]:
                 raise self.error(f"{kind} needs one of the {group} of "
                                  f"book/claims.yml, got {node['claim']!r}")
@@ -272,21 +266,26 @@ def _directive(kind: str):
     return Computed
 
 
-def _table(rows, docname: str) -> str:
+def _table(rows, registry: dict, docname: str) -> str:
+    """One row per claim: statement, the paper's figure, this build's key figures
+    (the claim's ``finding``), what the verdict rests on in each world (the
+    comparisons of ``claims.evidence``, beside the paper's figure of the same
+    quantity) and the verdict."""
     up = "../" * docname.count("/")
     out = [
         '<table class="table claims-dashboard">',
         "<thead><tr><th>claim</th><th>statement</th><th>paper</th>"
-        "<th>this build</th><th>verdict</th><th>secondary verdict</th>"
+        "<th>this build (Brown prose)</th><th>what the verdict rests on</th>"
+        "<th>verdict</th><th>on piece-level anchors</th>"
         "</tr></thead><tbody>",
     ]
     for r in rows:
         link = up + str(Path(r["notebook"]).with_suffix(".html"))
         if r["measured"]:
+            labels = registry["claims"][r["id"]]["keys"]
             measured = "<br>".join(
-                f"{html.escape(r['labels'][k])}: <b>{claims.format_value(v)}</b>"
-                for k, v in r["measured"].items()
-            )
+                f"{html.escape(labels[k]['label'])}: <b>{claims.format_value(v)}</b>"
+                for k, v in r["finding"].items())
             cid = f'<a href="{link}">{r["id"]}</a>'
         else:
             measured, cid = "&mdash;", r["id"]
@@ -294,10 +293,60 @@ def _table(rows, docname: str) -> str:
         out.append(
             f"<tr><td>{cid}</td><td>{html.escape(r['statement'])}</td>"
             f"<td>{html.escape(str(r['paper']))}</td><td>{measured}</td>"
+            f"<td>{_evidence_cell(r, registry)}</td>"
             f'<td class="verdict" data-claim="{r["id"]}" '
             f'style="color:{color};font-weight:bold">'
             f"{r['verdict']}</td>{_secondary_cell(r)}</tr>"
         )
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _evidence_cell(r, registry: dict) -> str:
+    """Per world, each comparison the verdict rests on: the build's figure
+    against what the rule holds it against, whether the intervals separate,
+    and the paper's figure of the same quantity."""
+    values = r.get("values") or {}
+    if not values:
+        return "&mdash;"
+    lines = []
+    for w in claims.WORLD_SUFFIXES:
+        for e in claims.evidence(r["id"], claims.world_values(values, w), registry):
+            if not math.isfinite(e["a"][0]):
+                continue
+            apart = "apart" if e["separated"] else "overlapping"
+            paper = (f"; paper {e['paper']:g}" if e["paper"] is not None else "")
+            lines.append(f"<small>{html.escape(w)}: {html.escape(e['labels'][0])} "
+                         f"<b>{html.escape(_interval(e['a']))}</b> vs "
+                         f"{html.escape(e['labels'][1])} "
+                         f"{html.escape(_interval(e['b']))} ({apart}{paper})</small>")
+    return "<br>".join(lines) or "&mdash;"
+
+
+def _rules(registry: dict) -> str:
+    """The verdict rules as a reader's table: each claim's rule in words (its
+    ``says``), the expressions as evaluated folded beside it."""
+    out = ['<table class="table claims-rules"><thead><tr><th>claim</th>'
+           "<th>the rule, in words</th></tr></thead><tbody>"]
+    for cid, claim in registry["claims"].items():
+        exprs = "".join(f"<li><i>{html.escape(k)}</i> if <code>{html.escape(e)}"
+                        "</code></li>" for k, e in claim["rule"].items())
+        otherwise = claim.get("otherwise", claims.NOT_REPLICATED)
+        exprs += f"<li>otherwise <i>{html.escape(otherwise)}</i></li>"
+        out.append(f'<tr data-claim="{cid}"><td>{cid}</td><td>'
+                   f"{html.escape(claim.get('says', ''))}<details><summary>as "
+                   f"evaluated</summary><ul>{exprs}</ul></details></td></tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _record() -> str:
+    """The registry's dated decisions, oldest first (``claims.decisions``)."""
+    out = ['<table class="table decision-record"><thead><tr><th>date</th>'
+           "<th>where</th><th>what was decided</th></tr></thead><tbody>"]
+    for d in sorted(claims.decisions(), key=lambda d: d["date"]):
+        out.append(f"<tr><td>{d['date']}</td><td>{html.escape(d['where'])}</td>"
+                   f"<td>{html.escape(d['text'])}</td></tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
 
@@ -357,13 +406,77 @@ def _summary(rows, registry: dict, docname: str) -> str:
         interval = f" [{lo:.3g}, {hi:.3g}]" if lo is not None and hi is not None else ""
         out.append(
             f'<p class="regime"><b>The regime.</b> In Brown prose the strongest '
-            f"token-space "
-            f"accelerator commits {tau:.3g}{interval} tokens per forward, so the "
+            f"token-space accelerator commits {tau:.3g}{interval} tokens per "
+            f"forward on C3's questions (each page measures it on its own "
+            f"questions, so C2's and C6's differ within their intervals), so the "
             f"bar alpha* = 1 - 1/tau_acc is {1 - 1 / tau:.3g}; the paper's "
             f"accelerator (Fast-dLLM on LLaDA-8B) commits {paper_tau:g}, a bar of "
             f"{1 - 1 / paper_tau:.2f}.</p>")
     out.append("</div>")
     return "".join(out)
+
+
+def _findings(rows, registry: dict, docname: str) -> str:
+    """The landing page's first screen: per world, in a sentence, which claims
+    this build replicated and which not (each world's verdicts by the same
+    rules), the draft's acceptance against its bar beside the paper's, and the
+    forest plot of every comparison a verdict rests on."""
+    up = "../" * docname.count("/")
+    cells = {r["id"]: claims.world_cells(r, registry) for r in rows}
+    kinds = [*registry["verdicts"], claims.NOT_MEASURED, claims.STALE]
+    out = ['<div class="claims-findings">']
+    for w in claims.WORLD_SUFFIXES:
+        groups = {k: [cid for cid, c in cells.items() if c[w]["verdict"] == k]
+                  for k in kinds}
+        said = "; ".join(
+            f"{_verdict_span(k)} " + ", ".join(
+                f'<a href="{up}{Path(_notebook(rows, c)).with_suffix(".html")}">{c}</a>'
+                for c in ids)
+            for k, ids in groups.items() if ids)
+        out.append(f'<p class="finding" data-world="{w}"><b>'
+                   f"{html.escape(catalogue.get(w).title)}</b>: {said}.</p>")
+    out.append(_acceptance_sentence(rows, registry))
+    svg = figures.forest_svg(rows, registry)
+    if svg:
+        out.append('<figure class="forest-plot">' + svg + "<figcaption>Every "
+                   "comparison a verdict rests on, per claim and world: this "
+                   "build's figure with its 95 % interval (coloured by the world's "
+                   "verdict), what the claim's rule holds it against (grey diamond, "
+                   "with the bar's own interval where it has one) and the paper's "
+                   "figure of the same quantity where its abstract gives one (red "
+                   "dashed line). Acceptance rates are on a log axis.</figcaption>"
+                   "</figure>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def _notebook(rows, claim_id: str) -> str:
+    return next(r["notebook"] for r in rows if r["id"] == claim_id)
+
+
+def _acceptance_sentence(rows, registry: dict) -> str:
+    """C2's comparison in words: the draft's exact-ID acceptance against the bar
+    in each world, and the paper's figure."""
+    c2 = next((r for r in rows if r["id"] == "C2" and r.get("values")), None)
+    if c2 is None:
+        return ""
+    parts, paper = [], None
+    for w in claims.WORLD_SUFFIXES:
+        ev = claims.evidence("C2", claims.world_values(c2["values"], w), registry)
+        if not ev or not math.isfinite(ev[0]["a"][0]):
+            continue
+        paper = ev[0]["paper"]
+        parts.append(f"{html.escape(catalogue.get(w).title)} "
+                     f"{html.escape(_interval(ev[0]['a']))} against a bar of "
+                     f"{html.escape(_interval(ev[0]['b']))}")
+    if not parts:
+        return ""
+    tail = (f"; the paper reports {paper:g}" if paper is not None else "")
+    return ("<p class=\"finding\">A small draft hits a content anchor's exact "
+            "semantic ID (alpha_SID, with its 95 % interval) at a rate of "
+            + "; in ".join(parts) + f"{tail}. Acceptance must exceed the bar "
+            "alpha* = 1 - 1/tau_acc for drafting to beat the best token-space "
+            "accelerator.</p>")
 
 
 def _provenance(rows, current: str, commit: str, docname: str) -> str:
@@ -397,6 +510,27 @@ def _provenance_rows(executed: Path):
     return rows
 
 
+def _rates(registry: dict, check_id: str, executed: Path) -> str:
+    """A check page's decoders' tokens per forward in every world, beside the
+    papers' rates (``figures.rates_svg``)."""
+    check = registry["checks"][check_id]
+    path = claims.executed_path(check["notebook"], executed)
+    if not (path.exists() or path.with_suffix(".glue.json").exists()):
+        return "<p><i>not measured by this build</i></p>"
+    values = claims.read_glued(path)
+    claims.add_world_runs(path, values, None)
+    svg = figures.rates_svg(values, check)
+    if not svg:
+        return "<p><i>not measured by this build</i></p>"
+    return ('<figure class="forest-plot decoder-rates">' + svg + "<figcaption>Tokens "
+            "committed per forward by every decoder this page measured, in each "
+            "world (bars; 95 % intervals where the page measured one), beside the "
+            "rates the papers report on GSM8K with LLaDA-8B (lines): Fast-dLLM's "
+            "threshold rule, and the trajectory paper's base and speculation. The "
+            "papers' models and text differ from ours; the lines place our rates, "
+            "they are not targets.</figcaption></figure>")
+
+
 def _crossing(executed: Path, registry: dict) -> str:
     from dlmspec_min.experiments.regime_axis import crossing_sentence
 
@@ -417,13 +551,22 @@ def resolve(app, doctree, docname):
     for node in placeholders:
         kind = node["kind"]
         if kind == "dashboard":
-            text = _matrix(rows, registry, docname) + "\n" + _table(rows, docname)
+            text = _matrix(rows, registry, docname) + "\n" + _table(rows, registry,
+                                                                     docname)
         elif kind == "summary":
             text = _summary(rows, registry, docname)
+        elif kind == "rules":
+            text = _rules(registry)
+        elif kind == "record":
+            text = _record()
+        elif kind == "findings":
+            text = _findings(rows, registry, docname)
         elif kind == "claim-worlds":
             text = _claim_worlds(rows, registry, node["claim"])
         elif kind == "check-worlds":
             text = _check_worlds(registry, node["claim"], executed, current)
+        elif kind == "decoder-rates":
+            text = _rates(registry, node["claim"], executed)
         elif kind == "regime-crossing":
             text = _crossing(executed, registry)
         else:
@@ -440,6 +583,10 @@ def setup(app):
     app.add_node(dashboard_placeholder)
     app.add_directive("claims-dashboard", _directive("dashboard"))
     app.add_directive("claims-summary", _directive("summary"))
+    app.add_directive("claims-findings", _directive("findings"))
+    app.add_directive("claims-rules", _directive("rules"))
+    app.add_directive("decoder-rates", _directive("decoder-rates"))
+    app.add_directive("decision-record", _directive("record"))
     app.add_directive("provenance-table", _directive("provenance"))
     app.add_directive("claim-worlds", _directive("claim-worlds"))
     app.add_directive("check-worlds", _directive("check-worlds"))
