@@ -232,7 +232,7 @@ def _check_worlds(registry: dict, check_id: str, executed: Path,
                 except KeyError:
                     met = "not recorded"
                 items.append(f'<span class="check-{met.replace(" ", "-")}">'
-                             f"{html.escape(name)}: {met}</span>")
+                             f"{html.escape(name.replace('_', ' '))}: {met}</span>")
             cells.append("<br>".join(items) or "&mdash;")
         note = (f"<br>{_verdict_span(claims.STALE)}" if w in stale else "")
         out.append(f'<tr data-world="{w}"><td>{title}{note}</td><td>{figures}</td>'
@@ -551,8 +551,9 @@ def resolve(app, doctree, docname):
     for node in placeholders:
         kind = node["kind"]
         if kind == "dashboard":
-            text = _matrix(rows, registry, docname) + "\n" + _table(rows, registry,
-                                                                     docname)
+            text = ('<div class="claims-dashboard-wrap">'
+                    + _matrix(rows, registry, docname) + "\n"
+                    + _table(rows, registry, docname) + "</div>")
         elif kind == "summary":
             text = _summary(rows, registry, docname)
         elif kind == "rules":
