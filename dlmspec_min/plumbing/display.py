@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..measures.stats import NOT_MEASURED, with_interval
 
 
@@ -31,7 +33,7 @@ def table_html(frame) -> str:
 
     if isinstance(frame, pd.Series):
         frame = frame.to_frame()
-    mixed = [c for c, t in frame.dtypes.items() if t == object]
+    mixed = [c for c, t in frame.dtypes.items() if t is np.dtype(object)]
     if mixed:  # floats among strings: the same words and digits
         frame = frame.copy()
         for c in mixed:
