@@ -466,17 +466,17 @@ def _acceptance_sentence(rows, registry: dict) -> str:
         if not ev or not math.isfinite(ev[0]["a"][0]):
             continue
         paper = ev[0]["paper"]
-        parts.append(f"{html.escape(catalogue.get(w).title)} "
-                     f"{html.escape(_interval(ev[0]['a']))} against a bar of "
-                     f"{html.escape(_interval(ev[0]['b']))}")
+        parts.append(f"{html.escape(_interval(ev[0]['a']))} in "
+                     f"{html.escape(catalogue.get(w).title)}, against a bar "
+                     f"alpha* of {html.escape(_interval(ev[0]['b']))}")
     if not parts:
         return ""
     tail = (f"; the paper reports {paper:g}" if paper is not None else "")
     return ("<p class=\"finding\">A small draft hits a content anchor's exact "
-            "semantic ID (alpha_SID, with its 95 % interval) at a rate of "
-            + "; in ".join(parts) + f"{tail}. Acceptance must exceed the bar "
-            "alpha* = 1 - 1/tau_acc for drafting to beat the best token-space "
-            "accelerator.</p>")
+            "semantic ID (alpha_SID, with its 95 % interval) at "
+            + "; at ".join(parts) + f"{tail}. Drafting beats the best token-space "
+            "accelerator only where acceptance exceeds the bar alpha* = 1 - "
+            "1/tau_acc.</p>")
 
 
 def _provenance(rows, current: str, commit: str, docname: str) -> str:
