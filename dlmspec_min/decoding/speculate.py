@@ -560,6 +560,31 @@ def decode_trajectory(
     return result
 
 
+def oracle_drafters(reference):
+    """Drafters that know the base's trajectory (``decode_trajectory(drafters=)``).
+
+    ``reference``: the base's ``DecodeResult`` on the same rows. A node's only
+    child is the base's next state (its next step's commits, read from
+    ``commit_step``), so a tree of n nodes is the base's next n states: the
+    most any draft of that size can confirm in one call. For measurement.
+    """
+    steps, gen = reference.commit_step.tolist(), reference.generated.tolist()
+
+    def for_row(b: int):
+        s_b, g_b = steps[b], gen[b]
+
+        def draft(cols, top, conf, spec_low, k):
+            live = [j for j in cols if s_b[j] > 0]
+            if not live or k < 1:
+                return []
+            first = min(s_b[j] for j in live)
+            return [(0.0, tuple((j, g_b[j]) for j in live if s_b[j] == first))]
+
+        return draft
+
+    return for_row
+
+
 FREEDAVE_MODES = ("one-token", "threshold")
 
 

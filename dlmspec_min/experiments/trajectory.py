@@ -22,7 +22,12 @@ import torch
 
 from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
-from ..decoding.speculate import batch_invariance_gap, drift
+from ..decoding.speculate import (
+    batch_invariance_gap,
+    decode_trajectory,
+    drift,
+    oracle_drafters,
+)
 from ..measures import bench, stats
 from ..measures import judge as judges
 from . import config
@@ -195,6 +200,69 @@ def sweep_wide(sweep: pd.DataFrame) -> pd.DataFrame:
     wide["judge agreement"] = sweep.groupby("threshold")["judge_agreement"].first()
     wide["judge perplexity"] = sweep.groupby("threshold")["judge_ppl"].first()
     return wide
+
+
+def decode_oracle(target, prompt: torch.Tensor, spec: DecodeConfig, reference):
+    """``spec``'s speculative decode with the oracle draft (``oracle_drafters``)
+    of the base's ``reference`` decode on the same prompts: same budget, same
+    verify rules, the base's own next states as the tree."""
+    mask = torch.full((prompt.shape[0], spec.gen_length), int(target.mask_id),
+                      dtype=prompt.dtype, device=prompt.device)
+    x = torch.cat([prompt, mask], dim=1)  # (B, P + G)
+    cfg = dataclasses.replace(spec, spec_draft="tree", spec_accept="exact")
+    return decode_trajectory(target, x, prompt.shape[1], cfg,
+                             drafters=oracle_drafters(reference))
+
+
+def gain(base_nfe: torch.Tensor, nfe: torch.Tensor, n_bootstrap: int,
+         seed: int) -> tuple[float, float, float]:
+    """Forwards of the base over forwards of a decoder, paired over prompts:
+    (estimate, 95 % low, 95 % high)."""
+    return stats.ratio_bootstrap(base_nfe.numpy(), nfe.numpy(), n_bootstrap, seed)
+
+
+def forward_study(target, prompt: torch.Tensor, spec: DecodeConfig, *,
+                  n_bootstrap: int = 2000, seed: int = 0) -> dict:
+    """Where the forwards go, before any draft is changed (issue 57, item 3).
+
+    ``spec``: an exact speculative config (``speculate="trajectory"``); its
+    base F is the same config without speculation. Returns, each with a 95 %
+    bootstrap interval over prompts where it is a ratio: the share of F's steps
+    that commit one token (``one_token_share``), the share of verify calls with
+    a drafted tree whose tree held F's next state (``tree_hit``), the tree's
+    gain in forwards over F (``gain``) and an oracle draft's of the same size
+    (``oracle_gain``), and the mean base-policy steps per call of each.
+    """
+    if spec.speculate != "trajectory" or spec.spec_accept != "exact":
+        raise ValueError("forward_study needs an exact speculative config: "
+                         "speculate='trajectory', spec_accept='exact'")
+    base = generate(target, prompt, dataclasses.replace(spec, speculate="none"))
+    run = generate(target, prompt, spec)
+    oracle = decode_oracle(target, prompt, spec, base)
+    if not (torch.equal(run.tokens, base.tokens)
+            and torch.equal(oracle.tokens, base.tokens)):
+        raise RuntimeError("an exact decode left its base policy: batch invariance "
+                           "fails on this target (see batch_invariance_gap)")
+    sizes = base.committed_per_step
+    ones = ((sizes == 1).sum(1), (sizes > 0).sum(1))  # per prompt: 1-token, all
+    hits, trees = [], []
+    for steps, rows in zip(run.spec.steps_per_verify, run.spec.rows_per_verify,
+                           strict=True):
+        drafted = [s for s, r in zip(steps, rows, strict=True) if r > 1]
+        hits.append(sum(s > 1 for s in drafted))
+        trees.append(len(drafted))
+    out = {"n_prompts": len(prompt), "base_nfe": base.nfe.double().mean().item()}
+    for key, (num, den) in {"one_token_share": ones,
+                            "tree_hit": (hits, trees)}.items():
+        est = stats.ratio_bootstrap(np.asarray(num), np.asarray(den), n_bootstrap,
+                                    seed)
+        out.update({key: est[0], f"{key}_lo": est[1], f"{key}_hi": est[2]})
+    for key, res in (("gain", run), ("oracle_gain", oracle)):
+        est = gain(base.nfe, res.nfe, n_bootstrap, seed)
+        out.update({key: est[0], f"{key}_lo": est[1], f"{key}_hi": est[2]})
+    out.update(steps_per_call=run.spec.mean_steps_per_verify,
+               oracle_steps_per_call=oracle.spec.mean_steps_per_verify)
+    return out
 
 
 def paper_table(m: Measurement, paper: dict) -> pd.DataFrame:
