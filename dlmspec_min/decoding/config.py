@@ -105,12 +105,14 @@ class DecodeConfig:
         ``"tree"`` computes every row of a verify call (the method);
         ``"path"`` only the rows the walk reads: the same tokens and counts in
         less CPU time, for measuring forwards, not wall clock.
-    spec_draft : {"tree", "chain", "mix"}, default "tree"
+    spec_draft : {"tree", "chain", "mix"}, default "mix"
         The shape of the drafted states: ``"tree"`` (best-first over the
         likely commit sets, the trajectory method), ``"chain"`` (one path,
         each state one more token, positions in confidence order: FreeDave's
         draft) or ``"mix"`` (a chain of ``spec_budget // 2`` nodes, then the
         tree with the rest). Every shape is exact under ``spec_accept="exact"``.
+        The default is the shape chosen by the rule written in
+        ``book/claims.yml`` (trajectory, 2026-12-07) before the shapes ran.
     spec_accept : {"exact", "subset"}, default "exact"
         ``"exact"``: move to a drafted state only if it is the base's next
         state (the output is the base's). ``"subset"``: also move to a drafted
@@ -173,7 +175,7 @@ class DecodeConfig:
     spec_low: float = DEFAULT_SPEC_LOW
     lookahead: str = "exact"
     spec_verify: str = "tree"
-    spec_draft: str = "tree"
+    spec_draft: str = "mix"
     spec_accept: str = "exact"
 
     def __post_init__(self):
