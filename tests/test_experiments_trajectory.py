@@ -170,7 +170,7 @@ def test_forward_study_on_a_toy():
                         threshold=0.9, cache="dual", speculate="trajectory",
                         spec_budget=3)
     out = tr.forward_study(den, prompt, spec, n_bootstrap=50, seed=0)
-    for key in ("one_token_share", "tree_hit"):
+    for key in ("one_token_share", "draft_hit"):
         assert 0 <= out[f"{key}_lo"] <= out[key] <= out[f"{key}_hi"] <= 1
     # the oracle drafts the base's own next states: no draft of its size does better
     assert out["oracle_gain"] >= out["gain"] > 1

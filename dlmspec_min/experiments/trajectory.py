@@ -26,6 +26,7 @@ from ..decoding.speculate import (
     batch_invariance_gap,
     decode_trajectory,
     drift,
+    freedave_config,
     oracle_drafters,
 )
 from ..measures import bench, stats
@@ -37,7 +38,10 @@ from .config import param
 VANILLA, THRESHOLD = "vanilla (1 token/step)", "Fast-dLLM threshold"
 DUAL, TRAJ = "Fast-dLLM + dual cache", "trajectory speculation (exact)"
 STALE = "trajectory + stale lookahead"
+FD_ONE = "FreeDave, one token/step (exact)"
+FD_THR = "FreeDave, threshold (subset rule)"
 KEYS = {VANILLA: "vanilla", THRESHOLD: "threshold", DUAL: "dual", TRAJ: "traj",
+        FD_ONE: "fd_one", FD_THR: "fd_thr",
         STALE: "stale"}  # decoder -> the suffix of its glue names
 EXACT_ACCELERATORS = [THRESHOLD, DUAL, TRAJ]  # the ones C3 may take
 INVARIANCE_ROWS = 4  # prompts in the batch-invariance check
@@ -65,14 +69,22 @@ def decoders(supports_cache: bool, *, gen_length: int, block_length: int,
     Without a KV cache (the hub's LLaDA / Dream code, SPEC.md section 2.4) the
     "dual cache" rows decode without one, speculation verifies full forwards,
     and the stale lookahead (a lookahead against a stale cache) is left out.
+    FreeDave (``speculate.freedave_config``) runs as a peer: its one-token mode
+    over vanilla decoding (its exact base, no cache), its threshold mode over
+    the dual-cache threshold rule (not exact: its base is where it drifts from).
     """
     common = dict(gen_length=gen_length, block_length=block_length)
     fast = DecodeConfig(**common, rule="threshold", threshold=threshold)
     dual = dataclasses.replace(fast, cache="dual" if supports_cache else "none")
     traj = dataclasses.replace(dual, speculate="trajectory", spec_budget=spec_budget,
                                spec_low=spec_low, lookahead="exact")
+    peer = dict(spec_budget=spec_budget, lookahead="exact")
     out = {VANILLA: (DecodeConfig(**common, steps=gen_length), None),
-           THRESHOLD: (fast, None), DUAL: (dual, THRESHOLD), TRAJ: (traj, DUAL)}
+           THRESHOLD: (fast, None), DUAL: (dual, THRESHOLD), TRAJ: (traj, DUAL),
+           FD_ONE: (freedave_config("one-token", dataclasses.replace(fast, **peer)),
+                    VANILLA),
+           FD_THR: (freedave_config("threshold", dataclasses.replace(dual, **peer)),
+                    DUAL)}
     if supports_cache:
         out[STALE] = (dataclasses.replace(traj, lookahead="stale"), DUAL)
     return out
@@ -90,10 +102,12 @@ def decode_all(target, prompt, configs: dict):
 
 def decoder_table(runs, timing, scores, configs, gen_length: int, *, n_bootstrap: int,
                   seed: int) -> pd.DataFrame:
-    """One row per decoder: NFE, tokens per NFE (bootstrap over prompts),
-    token-forwards, seconds, drift from its base policy, judge agreement
+    """One row per decoder: NFE, tokens per NFE (bootstrap over prompts), the
+    gain in forwards over the dual-cache threshold base (paired bootstrap) and
+    the share of outputs token-equal to that base's, verified rows per call,
+    token-forwards, seconds, drift from its own base policy, judge agreement
     (token-weighted, bootstrap over prompts) and perplexity."""
-    rows = []
+    rows, ref = [], runs[DUAL]
     for name, (_, base) in configs.items():
         r, sc = runs[name], scores[name]
         G = np.full(len(r.generated), gen_length)
@@ -105,6 +119,10 @@ def decoder_table(runs, timing, scores, configs, gen_length: int, *, n_bootstrap
                    token_forwards=r.token_forwards.double().mean().item(),
                    wall_s=timing[name]["wall_s"], cpu_s=timing[name]["cpu_s"],
                    base_policy=base or "itself", exact_match=np.nan, hamming=np.nan,
+                   **dict(zip(("gain", "gain_lo", "gain_hi"),
+                              gain(ref.nfe, r.nfe, n_bootstrap, seed), strict=True)),
+                   equal_to_dual=drift(r.generated, ref.generated)["exact"].mean(),
+                   rows_per_call=_rows_per_call(r),
                    judge_agreement=agree[0],
                    judge_ppl=judges.summarize(sc)["perplexity"])
         if base is not None:
@@ -112,6 +130,14 @@ def decoder_table(runs, timing, scores, configs, gen_length: int, *, n_bootstrap
             row.update(exact_match=d["exact"].mean(), hamming=d["hamming"].mean())
         rows.append(row)
     return pd.DataFrame(rows).set_index("decoder")
+
+
+def _rows_per_call(result) -> float:
+    """States verified per forward (1 without speculation)."""
+    if result.spec is None:
+        return 1.0
+    rows = [r for row in result.spec.rows_per_verify for r in row]
+    return float(np.mean(rows)) if rows else np.nan
 
 
 def decoder_values(table: pd.DataFrame, runs, block_length: int) -> dict:
@@ -126,6 +152,10 @@ def decoder_values(table: pd.DataFrame, runs, block_length: int) -> dict:
                     f"t_tokens_per_nfe_{key}_hi": t.tpn_high,
                     f"t_token_forwards_{key}": t.token_forwards,
                     f"t_wall_{key}": t.wall_s,
+                    f"t_gain_{key}": t.gain, f"t_gain_{key}_lo": t.gain_lo,
+                    f"t_gain_{key}_hi": t.gain_hi, f"t_equal_{key}": t.equal_to_dual,
+                    f"t_rows_{key}": t.rows_per_call,
+                    f"t_own_exact_{key}": t.exact_match,
                     f"t_agree_{key}": t.judge_agreement, f"t_ppl_{key}": t.judge_ppl})
     exact = drift(runs[TRAJ].generated, runs[DUAL].generated)
     stale = (drift(runs[STALE].generated, runs[DUAL].generated) if STALE in runs
@@ -229,7 +259,7 @@ def forward_study(target, prompt: torch.Tensor, spec: DecodeConfig, *,
     base F is the same config without speculation. Returns, each with a 95 %
     bootstrap interval over prompts where it is a ratio: the share of F's steps
     that commit one token (``one_token_share``), the share of verify calls with
-    a drafted tree whose tree held F's next state (``tree_hit``), the tree's
+    a drafted tree whose tree held F's next state (``draft_hit``), the tree's
     gain in forwards over F (``gain``) and an oracle draft's of the same size
     (``oracle_gain``), and the mean base-policy steps per call of each.
     """
@@ -253,7 +283,7 @@ def forward_study(target, prompt: torch.Tensor, spec: DecodeConfig, *,
         trees.append(len(drafted))
     out = {"n_prompts": len(prompt), "base_nfe": base.nfe.double().mean().item()}
     for key, (num, den) in {"one_token_share": ones,
-                            "tree_hit": (hits, trees)}.items():
+                            "draft_hit": (hits, trees)}.items():
         est = stats.ratio_bootstrap(np.asarray(num), np.asarray(den), n_bootstrap,
                                     seed)
         out.update({key: est[0], f"{key}_lo": est[1], f"{key}_hi": est[2]})
@@ -342,30 +372,22 @@ def measure(
     values = {
         "t_batch_gap": batch_gap(target, prompt, config.gen_length, config.block_length)
     }
-    configs = decoders(
-        target.supports_cache,
-        gen_length=config.gen_length,
-        block_length=config.block_length,
-        threshold=config.threshold,
-        spec_budget=config.spec_budget,
-        spec_low=config.spec_low,
-    )
+    configs = decoders(target.supports_cache, gen_length=config.gen_length,
+                       block_length=config.block_length, threshold=config.threshold,
+                       spec_budget=config.spec_budget, spec_low=config.spec_low)
     runs, timing = decode_all(target, prompt, configs)
     scores = {
         name: judge.score([tok.decode(r.tolist()) for r in res.generated])
         for name, res in runs.items()
     }
-    table = decoder_table(
-        runs,
-        timing,
-        scores,
-        configs,
-        config.gen_length,
-        n_bootstrap=config.n_bootstrap,
-        seed=config.seed,
-    )
+    table = decoder_table(runs, timing, scores, configs, config.gen_length,
+                          n_bootstrap=config.n_bootstrap, seed=config.seed)
     values.update(decoder_values(table, runs, config.block_length))
     values.update(speedups(runs, n_bootstrap=config.n_bootstrap, seed=config.seed))
+    study = forward_study(target, prompt,
+                          dataclasses.replace(configs[TRAJ][0], spec_verify="path"),
+                          n_bootstrap=config.n_bootstrap, seed=config.seed)
+    values.update({f"t_study_{k}": v for k, v in study.items()})
     steps, sizes = acceptance(runs)
     values.update(
         t_threshold=config.threshold,
