@@ -17,7 +17,7 @@ from dlmspec_min.plumbing.claims import evaluate, load_registry
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "09_trajectory_speculation.md"
 PAGE_ONLY = {"t_checks_passed", "t_checks_total", "t_runtime_s", "t_cpu_s"}
-TIMING = re.compile(r"wall|overhead|_s$")  # vary from run to run
+TIMING = re.compile(r"wall|overhead|row_cost|_s$")  # vary from run to run
 SIZES = dict(gen_length=12, block_length=4, threshold=0.9, spec_budget=3, spec_low=0.1,
              thresholds=[0.5, 0.9], n_sweep=2, n_repeats=1, n_bootstrap=30, seed=0)
 N_PROMPTS, PROMPT_LENGTH = 4, 4
@@ -203,3 +203,11 @@ def test_oracle_reaches_the_budget_on_every_call_it_can():
         for steps, n in zip(out.spec.steps_per_verify, ref.nfe.tolist(), strict=True):
             full, last = divmod(n, budget + 1)
             assert steps == [budget + 1] * full + ([last] if last else [])
+
+
+def test_row_costs_grow_with_rows(tiny_pair, prompt):
+    costs = tr.row_costs(tiny_pair.target, prompt, 4, repeats=3)
+    assert list(costs) == list(tr.ROW_COUNTS) and costs[1] == 1.0
+    assert costs[16] > costs[1]  # sixteen rows never cost what one does on a CPU
+    with pytest.raises(ValueError, match="repeats must be"):
+        tr.row_costs(tiny_pair.target, prompt, 4, repeats=0)

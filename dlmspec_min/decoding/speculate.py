@@ -469,7 +469,7 @@ class _Verified:
             self.made.update({i: (made, r) for r, i in enumerate(idx)})
         else:
             logits = den.logits_window(xs[:, lo:hi], lo,
-                                       _repeat_rows(self.cache, len(idx)))
+                                       repeat_rows(self.cache, len(idx)))
         self.logits.update({i: (lo, logits[r]) for r, i in enumerate(idx)})
 
     def __getitem__(self, i: int):
@@ -483,14 +483,14 @@ class _Verified:
         return index_rows(made, torch.tensor([r]))
 
 
-def _repeat_rows(cache, n: int):
+def repeat_rows(cache, n: int):
     """A batch-1 cache shared by n rows (views, no copy)."""
     if isinstance(cache, torch.Tensor):
         return cache.expand(n, *cache.shape[1:])
     if isinstance(cache, (list, tuple)):
-        return type(cache)(_repeat_rows(c, n) for c in cache)
+        return type(cache)(repeat_rows(c, n) for c in cache)
     if isinstance(cache, dict):
-        return {k: _repeat_rows(v, n) for k, v in cache.items()}
+        return {k: repeat_rows(v, n) for k, v in cache.items()}
     raise TypeError(f"cannot share a {type(cache).__name__} cache across tree rows")
 
 
@@ -635,7 +635,7 @@ def batch_invariance_gap(denoiser, states: torch.Tensor, start: int, stop: int):
     if getattr(denoiser, "supports_cache", False):
         _, cache = denoiser.prefill(states[:1])
         w = states[:, start:stop]
-        many = denoiser.logits_window(w, start, _repeat_rows(cache, len(states)))
+        many = denoiser.logits_window(w, start, repeat_rows(cache, len(states)))
         one = torch.cat([denoiser.logits_window(r[None], start, cache) for r in w])
         gap = torch.maximum(gap, (many - one).abs().max())
     return float(gap)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -28,6 +29,7 @@ from ..decoding.speculate import (
     drift,
     freedave_config,
     oracle_drafters,
+    repeat_rows,
 )
 from ..measures import bench, stats
 from ..measures import judge as judges
@@ -295,6 +297,38 @@ def forward_study(target, prompt: torch.Tensor, spec: DecodeConfig, *,
     return out
 
 
+ROW_COUNTS = (1, 2, 4, 16)  # verify-call sizes whose CPU cost the page shows
+
+
+def row_costs(target, prompt: torch.Tensor, block_length: int,
+              repeats: int = 5) -> dict[int, float]:
+    """CPU time of one cached window (the block) for n rows over one row's.
+
+    Why a small draft cannot pay at batch 1 on a CPU unless it hits often: a
+    verify call of n rows costs ``row_costs[n]`` base forwards, so a draft of
+    n - 1 states pays only where its gain in forwards exceeds that. Process
+    CPU time, median of ``repeats`` after a warm-up, on the first prompt with
+    a masked block; without a KV cache, full forwards.
+    """
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    P = prompt.shape[1]
+    x = torch.cat([prompt[:1], torch.full((1, block_length), int(target.mask_id),
+                                          dtype=prompt.dtype)], dim=1)  # (1, L)
+    cached = getattr(target, "supports_cache", False)
+    cache = target.prefill(x)[1] if cached else None
+
+    def call(n: int):
+        if cached:
+            target.logits_window(x[:, P:].expand(n, -1), P,
+                                 repeat_rows(cache, n))
+        else:
+            target.logits(x.expand(n, -1))
+
+    cost = {n: bench.timed(lambda n=n: call(n), repeats)[1] for n in ROW_COUNTS}
+    return {n: cost[n] / cost[1] if cost[1] > 0 else math.nan for n in ROW_COUNTS}
+
+
 def paper_table(m: Measurement, paper: dict) -> pd.DataFrame:
     """The papers' tokens per step (``paper``: the figures of ``book/claims.yml``'s
     trajectory checks) beside this build's tokens per NFE."""
@@ -388,6 +422,8 @@ def measure(
                           dataclasses.replace(configs[TRAJ][0], spec_verify="path"),
                           n_bootstrap=config.n_bootstrap, seed=config.seed)
     values.update({f"t_study_{k}": v for k, v in study.items()})
+    values.update({f"t_row_cost_{n}": c for n, c in row_costs(
+        target, prompt, config.block_length).items()})
     steps, sizes = acceptance(runs)
     values.update(
         t_threshold=config.threshold,
