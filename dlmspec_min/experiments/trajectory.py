@@ -40,10 +40,11 @@ from .config import param
 VANILLA, THRESHOLD = "vanilla (1 token/step)", "Fast-dLLM threshold"
 DUAL, TRAJ = "Fast-dLLM + dual cache", "trajectory speculation (exact)"
 STALE = "trajectory + stale lookahead"
+VANILLA_DUAL = "vanilla + dual cache"
 FD_ONE = "FreeDave, one token/step (exact)"
 FD_THR = "FreeDave, threshold (subset rule)"
-KEYS = {VANILLA: "vanilla", THRESHOLD: "threshold", DUAL: "dual", TRAJ: "traj",
-        FD_ONE: "fd_one", FD_THR: "fd_thr",
+KEYS = {VANILLA: "vanilla", VANILLA_DUAL: "vanilla_dual", THRESHOLD: "threshold",
+        DUAL: "dual", TRAJ: "traj", FD_ONE: "fd_one", FD_THR: "fd_thr",
         STALE: "stale"}  # decoder -> the suffix of its glue names
 EXACT_ACCELERATORS = [THRESHOLD, DUAL, TRAJ]  # the ones C3 may take
 INVARIANCE_ROWS = 4  # prompts in the batch-invariance check
@@ -72,8 +73,9 @@ def decoders(supports_cache: bool, *, gen_length: int, block_length: int,
     "dual cache" rows decode without one, speculation verifies full forwards,
     and the stale lookahead (a lookahead against a stale cache) is left out.
     FreeDave (``speculate.freedave_config``) runs as a peer: its one-token mode
-    over vanilla decoding (its exact base, no cache), its threshold mode over
-    the dual-cache threshold rule (not exact: its base is where it drifts from).
+    over vanilla decoding with the dual cache (its exact base), its threshold
+    mode over the dual-cache threshold rule (not exact: its base is where it
+    drifts from).
     """
     common = dict(gen_length=gen_length, block_length=block_length)
     fast = DecodeConfig(**common, rule="threshold", threshold=threshold)
@@ -81,10 +83,12 @@ def decoders(supports_cache: bool, *, gen_length: int, block_length: int,
     traj = dataclasses.replace(dual, speculate="trajectory", spec_budget=spec_budget,
                                spec_low=spec_low, lookahead="exact")
     peer = dict(spec_budget=spec_budget, lookahead="exact")
-    out = {VANILLA: (DecodeConfig(**common, steps=gen_length), None),
+    vanilla = DecodeConfig(**common, steps=gen_length)
+    out = {VANILLA: (vanilla, None),
+           VANILLA_DUAL: (dataclasses.replace(vanilla, cache=dual.cache), VANILLA),
            THRESHOLD: (fast, None), DUAL: (dual, THRESHOLD), TRAJ: (traj, DUAL),
-           FD_ONE: (freedave_config("one-token", dataclasses.replace(fast, **peer)),
-                    VANILLA),
+           FD_ONE: (freedave_config("one-token", dataclasses.replace(dual, **peer)),
+                    VANILLA_DUAL),
            FD_THR: (freedave_config("threshold", dataclasses.replace(dual, **peer)),
                     DUAL)}
     if supports_cache:
