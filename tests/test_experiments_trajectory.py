@@ -2,6 +2,7 @@
 (dlmspec_min.experiments.trajectory), on the tiny random-weight models with a
 tiny random causal judge, and on synthetic inputs."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -16,7 +17,7 @@ from dlmspec_min.plumbing.claims import evaluate, load_registry
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "09_trajectory_speculation.md"
 PAGE_ONLY = {"t_checks_passed", "t_checks_total", "t_runtime_s", "t_cpu_s"}
-TIMING = re.compile(r"wall|overhead|_s$")  # vary from run to run
+TIMING = re.compile(r"wall|overhead|row_cost|_s$")  # vary from run to run
 SIZES = dict(gen_length=12, block_length=4, threshold=0.9, spec_budget=3, spec_low=0.1,
              thresholds=[0.5, 0.9], n_sweep=2, n_repeats=1, n_bootstrap=30, seed=0)
 N_PROMPTS, PROMPT_LENGTH = 4, 4
@@ -153,3 +154,60 @@ def test_without_a_kv_cache_there_is_no_stale_lookahead():
 def test_the_batch_invariance_check_needs_four_prompts(tiny_pair, prompt):
     with pytest.raises(ValueError, match="n_samples >= 4"):
         tr.batch_gap(tiny_pair.target, prompt[:3], 8, 4)
+
+
+# --- where the forwards go (issue 57, item 3) ----------------------------------------
+
+
+def test_forward_study_on_a_toy():
+    from conftest import CachedToyDenoiser, make_prompt
+
+    from dlmspec_min.decoding.config import DecodeConfig
+
+    den = CachedToyDenoiser(seed=5, sharpness=8.0)
+    prompt = make_prompt(6, 4, seed=1)
+    spec = DecodeConfig(gen_length=24, block_length=8, rule="threshold",
+                        threshold=0.9, cache="dual", speculate="trajectory",
+                        spec_budget=3)
+    out = tr.forward_study(den, prompt, spec, n_bootstrap=50, seed=0)
+    for key in ("one_token_share", "draft_hit"):
+        assert 0 <= out[f"{key}_lo"] <= out[key] <= out[f"{key}_hi"] <= 1
+    # the oracle drafts the base's own next states: no draft of its size does better
+    assert out["oracle_gain"] >= out["gain"] > 1
+    assert out["oracle_steps_per_call"] <= 4  # root + 3 nodes
+    assert out["oracle_gain_lo"] <= out["oracle_gain"] <= out["oracle_gain_hi"]
+    again = tr.forward_study(den, prompt, spec, n_bootstrap=50, seed=0)
+    assert again == out  # same seed, same numbers
+    with pytest.raises(ValueError, match="exact speculative config"):
+        tr.forward_study(den, prompt, dataclasses.replace(spec, speculate="none"))
+    with pytest.raises(ValueError, match="exact speculative config"):
+        tr.forward_study(den, prompt, dataclasses.replace(spec, spec_accept="subset"))
+
+
+def test_oracle_reaches_the_budget_on_every_call_it_can():
+    """With no cache and one block the oracle's call advances budget + 1 base
+    steps until the trajectory ends: the figure is the draft's ceiling."""
+    from conftest import CachedToyDenoiser, make_prompt
+
+    from dlmspec_min.decoding.config import DecodeConfig
+    from dlmspec_min.decoding.decode import generate
+
+    den = CachedToyDenoiser(seed=2, sharpness=1.0)
+    prompt = make_prompt(3, 4, seed=2)
+    base = DecodeConfig(gen_length=16, rule="threshold", threshold=0.99)
+    ref = generate(den, prompt, base)
+    for budget in (0, 2, 5):
+        spec = dataclasses.replace(base, speculate="trajectory", spec_budget=budget)
+        out = tr.decode_oracle(den, prompt, spec, ref)
+        assert torch.equal(out.tokens, ref.tokens)
+        for steps, n in zip(out.spec.steps_per_verify, ref.nfe.tolist(), strict=True):
+            full, last = divmod(n, budget + 1)
+            assert steps == [budget + 1] * full + ([last] if last else [])
+
+
+def test_row_costs_grow_with_rows(tiny_pair, prompt):
+    costs = tr.row_costs(tiny_pair.target, prompt, 4, repeats=3)
+    assert list(costs) == list(tr.ROW_COUNTS) and costs[1] == 1.0
+    assert costs[16] > costs[1]  # sixteen rows never cost what one does on a CPU
+    with pytest.raises(ValueError, match="repeats must be"):
+        tr.row_costs(tiny_pair.target, prompt, 4, repeats=0)

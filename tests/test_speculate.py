@@ -265,7 +265,12 @@ def test_drift_metrics():
     ({"spec_budget": -1}, "spec_budget must be"),
     ({"spec_budget": 2.0}, "spec_budget must be"),
     ({"spec_low": 1.5}, r"spec_low must lie in \[0, 1\]"),
-    ({"speculate": "trajectory", "rule": "schedule"}, "use rule='threshold'"),
+    ({"speculate": "trajectory", "rule": "schedule", "steps": 4},
+     "use rule='threshold'"),
+    ({"speculate": "trajectory", "rule": "factor"}, "use rule='threshold'"),
+    ({"speculate": "trajectory", "remasking": "random"}, "low_confidence"),
+    ({"spec_draft": "bush"}, "unknown spec_draft"),
+    ({"spec_accept": "loose"}, "unknown spec_accept"),
     ({"speculate": "trajectory", "rule": "threshold", "lookahead": "stale"},
      "needs cache='dual' or 'prefix'"),
 ])

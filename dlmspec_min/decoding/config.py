@@ -20,6 +20,8 @@ SOFTMAX_DTYPES = ("float64", "logits")
 SPECULATES = ("none", "trajectory")
 LOOKAHEADS = ("none", "exact", "stale")
 SPEC_VERIFIES = ("tree", "path")
+SPEC_DRAFTS = ("tree", "chain", "mix")
+SPEC_ACCEPTS = ("exact", "subset")
 
 DEFAULT_GEN_LENGTH = 64
 DEFAULT_THRESHOLD = 0.9  # Fast-dLLM's default
@@ -81,11 +83,15 @@ class DecodeConfig:
         the reference codes compute them).
     speculate : {"none", "trajectory"}, default "none"
         ``"trajectory"``: trajectory speculation over the threshold rule
-        (needs ``rule="threshold"``). Each forward verifies a tree of drafted
-        future states in one batched call and advances through every state it
-        confirms, so the tokens are the plain threshold decode's (with
-        ``lookahead`` "none" or "exact") and ``DecodeResult.nfe`` counts the
-        verify calls.
+        (``rule="threshold"``) or over one token per step (``rule="schedule"``
+        with ``steps=gen_length``, FreeDave's static base). Each forward
+        verifies drafted future states in one batched call and advances
+        through every state it confirms, so the tokens are the plain decode's
+        (with ``spec_accept="exact"`` and ``lookahead`` "none" or "exact") and
+        ``DecodeResult.nfe`` counts the verify calls. FreeDave (Wu and Zhang,
+        arXiv 2510.00294) is ``spec_draft="chain"``: on one token per step
+        exact; on the threshold rule with ``spec_accept="subset"`` not
+        (``speculate.freedave_config``).
     spec_budget : int, default 15
         Drafted tree nodes per verify call besides the root (>= 0).
     spec_low : float, default 0.1
@@ -99,6 +105,20 @@ class DecodeConfig:
         ``"tree"`` computes every row of a verify call (the method);
         ``"path"`` only the rows the walk reads: the same tokens and counts in
         less CPU time, for measuring forwards, not wall clock.
+    spec_draft : {"tree", "chain", "mix"}, default "mix"
+        The shape of the drafted states: ``"tree"`` (best-first over the
+        likely commit sets, the trajectory method), ``"chain"`` (one path,
+        each state one more token, positions in confidence order: FreeDave's
+        draft) or ``"mix"`` (a chain of ``spec_budget // 2`` nodes, then the
+        tree with the rest). Every shape is exact under ``spec_accept="exact"``.
+        The default is the shape chosen by the rule written in
+        ``book/claims.yml`` (trajectory, 2026-12-07) before the shapes ran.
+    spec_accept : {"exact", "subset"}, default "exact"
+        ``"exact"``: move to a drafted state only if it is the base's next
+        state (the output is the base's). ``"subset"``: also move to a drafted
+        state whose new tokens are a subset of what the base commits there
+        (FreeDave's rule for a threshold base; fewer forwards, but the output
+        may differ from the base's: it is a separate decoder).
 
     Raises
     ------
@@ -155,6 +175,8 @@ class DecodeConfig:
     spec_low: float = DEFAULT_SPEC_LOW
     lookahead: str = "exact"
     spec_verify: str = "tree"
+    spec_draft: str = "mix"
+    spec_accept: str = "exact"
 
     def __post_init__(self):
         if self.block_length is None:
@@ -207,7 +229,9 @@ class DecodeConfig:
 
     def _check_speculation(self):
         for name, allowed in (("speculate", SPECULATES), ("lookahead", LOOKAHEADS),
-                              ("spec_verify", SPEC_VERIFIES)):
+                              ("spec_verify", SPEC_VERIFIES),
+                              ("spec_draft", SPEC_DRAFTS),
+                              ("spec_accept", SPEC_ACCEPTS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(
                     f"unknown {name} {getattr(self, name)!r}; use one of {allowed}"
@@ -220,10 +244,16 @@ class DecodeConfig:
             raise ValueError(f"spec_low must lie in [0, 1], got {self.spec_low!r}")
         if self.speculate == "none":
             return
-        if self.rule != "threshold":
+        if not (self.rule == "threshold" or self.one_token_per_step):
             raise ValueError(
-                "speculate='trajectory' speculates on Fast-dLLM's threshold rule; "
-                f"use rule='threshold' (got {self.rule!r})"
+                "speculate='trajectory' speculates on Fast-dLLM's threshold rule or "
+                "on one token per step; use rule='threshold', or rule='schedule' "
+                f"with steps=gen_length (got rule={self.rule!r}, steps={self.steps})"
+            )
+        if self.remasking != "low_confidence":
+            raise ValueError(
+                "speculate='trajectory' drafts from confidences: use "
+                f"remasking='low_confidence' (got {self.remasking!r})"
             )
         if self.lookahead == "stale" and self.cache == "none":
             raise ValueError(
@@ -240,6 +270,12 @@ class DecodeConfig:
     def steps_per_block(self) -> int:
         """The forwards per block of ``rule="schedule"``, ``steps // num_blocks``."""
         return self.steps // self.num_blocks
+
+    @property
+    def one_token_per_step(self) -> bool:
+        """True iff every forward commits exactly one token (``rule="schedule"``
+        with ``steps == gen_length``): the base of FreeDave's one-token mode."""
+        return self.rule == "schedule" and self.steps_per_block == self.block_length
 
     @property
     def needs_generator(self) -> bool:

@@ -40,6 +40,33 @@ counts one NFE and the whole tree's token-forwards, and with batch invariance
 the tokens are the same; it is for measurements that count forwards, not for
 timing the method.
 
+Draft shapes (``spec_draft``): "tree" (above), "chain" (one path: each state
+adds the next most confident position of the draft table with its top-1
+token, ``chain_child``) and "mix" (a chain of half the budget, then the tree).
+Which states are drafted never changes an exact walk's tokens, only how far
+it gets per call.
+
+FreeDave (Wu and Zhang, "Free Draft-and-Verification: Toward Lossless
+Parallel Decoding for Diffusion Large Language Models", arXiv 2510.00294;
+written here from the paper's and its README's description, no code taken)
+drafts the chain of states a one-token-per-step decode would reach if the
+last logits held, verifies them in one batched call and keeps the longest
+confirmed prefix; the confirmed state's logits draft the next chain. In this
+loop that is ``freedave_config``:
+
+- ``"one-token"``: base F is one token per step (``rule="schedule"``,
+  ``steps=gen_length``: the most confident position each forward),
+  ``spec_draft="chain"``, ``spec_accept="exact"``. Exact: the walk moves only
+  to F's own next state, so the output is F's token for token (with batch
+  invariance), as the paper's lossless guarantee says.
+- ``"threshold"``: base F is the threshold rule, ``spec_draft="chain"``,
+  ``spec_accept="subset"`` (the README's "subset-based verification"): from a
+  verified state the walk also accepts a drafted state whose new tokens are a
+  subset of F's commits there. Not exact: the accepted state commits fewer
+  tokens than F at that step, later logits are computed at states F never
+  visits, so the output may differ from F's (measure it with ``drift``); it
+  is a separate decoder, never a mode of the exact method.
+
 Inter-block lookahead (``lookahead``): "none" keeps the tree in the root's
 block. "exact": a node that completes the block is verified with a refresh
 forward (F's own block-start prefill, which also yields the next block's cache);
@@ -52,6 +79,7 @@ waiting, but not F -- the difference is trajectory drift (``drift``).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from dataclasses import dataclass
@@ -182,7 +210,40 @@ def draft_children(
     return sorted(((lp, c) for c, lp in scores.items()), key=lambda t: -t[0])[:k]
 
 
+def chain_child(
+    cols: list[int], top: list[list[int]], conf: list[list[float]],
+) -> list[tuple[float, tuple]]:
+    """FreeDave's draft step: the most confident known position of ``cols`` and
+    its top-1 token, as [(log confidence, ((position, token),))] ([] if none).
+
+    Ties go to the leftmost position, as in the base's rule.
+    """
+    known = [j for j in cols if top[j][0] >= 0]
+    if not known:
+        return []
+    j = max(known, key=lambda i: conf[i][0])  # the first of equal maxima
+    return [(math.log(max(conf[j][0], CONF_CLAMP)), ((j, top[j][0]),))]
+
+
 # --- one row: tree, verify, walk -----------------------------------------------------
+
+
+@dataclass
+class _Tree:
+    """A verify call's drafted states so far, by index (0 is the root)."""
+
+    commits: list  # frozenset of (position, token) on top of the root
+    cols: list  # masked positions of the block F decodes next at that state
+    kinds: list  # how the state is computed (KINDS)
+    blocks: list  # the block F decodes next at that state
+    lp: list  # path log-probability under the draft
+
+    def append(self, commits, cols, kind, block, lp):
+        self.commits.append(commits)
+        self.cols.append(cols)
+        self.kinds.append(kind)
+        self.blocks.append(block)
+        self.lp.append(lp)
 
 
 @dataclass
@@ -193,6 +254,7 @@ class _Row:
     config: DecodeConfig
     P: int  # prompt length
     generator: list | None = None  # [the row's torch.Generator] when sampling
+    drafter: object = draft_children  # (cols, top, conf, spec_low, k) -> children
 
     def __post_init__(self):
         self.mask_id = int(self.denoiser.mask_id)
@@ -227,10 +289,12 @@ class _Row:
     def build_tree(self, root: torch.Tensor, root_kind: str, table: DraftTable):
         """The root and up to spec_budget nodes: states (n, L), kinds, blocks.
 
-        Best first by path log-probability. A node's children are drafted only
-        when it is popped (its path score bounds theirs), so the heap holds
-        "expand node i" entries beside "add child r of node i" entries. A node
-        is its commits on top of the root: {(position, token)}.
+        ``spec_draft``: "chain" spends the budget on one path in confidence
+        order (``chain_child``), "mix" half of it, and the rest goes to the
+        tree, best first by path log-probability. A node's children are drafted
+        only when it is popped (its path score bounds theirs), so the heap
+        holds "expand node i" entries beside "add child r of node i" entries.
+        A node is its commits on top of the root: {(position, token)}.
         """
         cfg, budget, bl = self.config, self.config.spec_budget, self.bl
         masked = (root[self.P:] == self.mask_id).view(self.nb, bl)  # (nb, bl)
@@ -241,45 +305,60 @@ class _Row:
             return next((k for k in range(b + 1, self.nb) if open_cols[k]), self.nb)
 
         root_block = next_block(-1)
-        commits, cols, kinds, blocks = [frozenset()], [open_cols[root_block]], \
-            [root_kind], [root_block]
+        t = _Tree([frozenset()], [open_cols[root_block]], [root_kind], [root_block],
+                  [0.0])
         if root_kind != "refresh" and budget > 0:  # else the cache it needs is unmade
             top, conf = table.top.tolist(), table.conf.tolist()
-            seen, path_lp, kids = {commits[0]}, [0.0], {}
-            heap, tick = [(0.0, 0, 0, -1)], 0  # (-score, tie-break, node, child rank)
-            while heap and len(kinds) <= budget:
-                neg, _, i, rank = heapq.heappop(heap)
-                if rank < 0:  # draft node i's children
-                    room = budget + 1 - len(kinds)  # more children could not fit
-                    kids[i] = draft_children(cols[i], top, conf, cfg.spec_low, room)
-                    neg = -path_lp[i]
-                else:  # add child ``rank`` of node i
-                    new = kids[i][rank][1]
-                    done = {j for j, _ in new}
-                    left = [j for j in cols[i] if j not in done]
-                    block = blocks[i] if left else next_block(blocks[i])
-                    kind = self.child_kind(block, blocks[i], kinds[i], root_block)
-                    key = commits[i].union(new)
-                    if kind is not None and key not in seen:
-                        seen.add(key)
-                        commits.append(key)
-                        cols.append(left if left else open_cols[block])
-                        kinds.append(kind)
-                        blocks.append(block)
-                        path_lp.append(-neg)
-                        if kind != "refresh" or cfg.lookahead == "stale":
-                            tick += 1  # (an exact refresh's children need its cache)
-                            heapq.heappush(heap, (neg, tick, len(kinds) - 1, -1))
-                if rank + 1 < len(kids[i]):  # node i's next child
-                    tick += 1
-                    score = path_lp[i] + kids[i][rank + 1][0]
-                    heapq.heappush(heap, (-score, tick, i, rank + 1))
-        states = root.repeat(len(kinds), 1)  # (n, L)
-        idx = [(n, self.P + j, tok) for n, c in enumerate(commits) for j, tok in c]
+            seen = {t.commits[0]}
+
+            def add(i: int, new: tuple, lp: float) -> int | None:
+                """Node i's child with commits ``new``: its index (None: not added)."""
+                done = {j for j, _ in new}
+                left = [j for j in t.cols[i] if j not in done]
+                block = t.blocks[i] if left else next_block(t.blocks[i])
+                kind = self.child_kind(block, t.blocks[i], t.kinds[i], root_block)
+                key = t.commits[i].union(new)
+                if kind is None or key in seen:
+                    return None
+                seen.add(key)
+                t.append(key, left if left else open_cols[block], kind, block, lp)
+                return len(t.kinds) - 1
+
+            n_chain = {"tree": 0, "chain": budget, "mix": budget // 2}[cfg.spec_draft]
+            cur = 0
+            while cur is not None and len(t.kinds) <= n_chain:
+                if t.kinds[cur] == "refresh" and cfg.lookahead != "stale":
+                    break  # (an exact refresh's children need its cache)
+                kid = chain_child(t.cols[cur], top, conf)
+                cur = add(cur, kid[0][1], t.lp[cur] + kid[0][0]) if kid else None
+            self._grow(t, budget, add, top, conf)
+        states = root.repeat(len(t.kinds), 1)  # (n, L)
+        idx = [(n, self.P + j, tok) for n, c in enumerate(t.commits) for j, tok in c]
         if idx:
             rows, pos, toks = torch.tensor(idx, device=root.device).T
             states[rows, pos] = toks.to(states.dtype)
-        return states, kinds, blocks
+        return states, t.kinds, t.blocks
+
+    def _grow(self, t: _Tree, budget: int, add, top, conf):
+        """Best-first tree growth from the root until ``t`` holds budget + 1 states."""
+        cfg = self.config
+        heap, tick, kids = [(0.0, 0, 0, -1)], 0, {}  # (-score, tie, node, child rank)
+        while heap and len(t.kinds) <= budget:
+            neg, _, i, rank = heapq.heappop(heap)
+            if rank < 0:  # draft node i's children
+                room = budget + 1 - len(t.kinds)  # more children could not fit
+                kids[i] = self.drafter(t.cols[i], top, conf, cfg.spec_low, room)
+                neg = -t.lp[i]
+            else:  # add child ``rank`` of node i
+                n = add(i, kids[i][rank][1], -neg)
+                if n is not None and (t.kinds[n] != "refresh"
+                                      or cfg.lookahead == "stale"):
+                    tick += 1  # (an exact refresh's children need its cache)
+                    heapq.heappush(heap, (neg, tick, n, -1))
+            if rank + 1 < len(kids[i]):  # node i's next child
+                tick += 1
+                score = t.lp[i] + kids[i][rank + 1][0]
+                heapq.heappush(heap, (-score, tick, i, rank + 1))
 
     def verify(self, states, kinds, blocks, cache):
         """One call: the rows' logits and a refresh row's cache (``_Verified``), and
@@ -311,31 +390,54 @@ class _Row:
         Greedy F's choice depends only on the masked positions' own logits
         (committed ones score -inf and are never counted), so the rule runs on
         those columns alone, in block order (same ties); sampled F draws noise
-        for the whole block, so then it gets the whole block.
+        for the whole block, so then it gets the whole block. From a state the
+        walk moves to F's next state if it is drafted; with
+        ``spec_accept="subset"`` otherwise to the drafted state that adds the
+        most of F's next commits and nothing else (FreeDave's subset rule).
         """
         index = {x.tobytes(): i for i, x in enumerate(states.cpu().numpy())}
         cur, path, commits = 0, [0], []
-        zero = torch.zeros(1, dtype=torch.long)
-        whole = self.config.needs_generator
         while True:
             x = states[cur]
             s, e = self.span(blocks[cur])
-            lo, lg = logits[cur]
-            masked = x[s:e] == self.mask_id  # (bl,)
-            cols = torch.arange(e - s) if whole else masked.nonzero().squeeze(1)
-            x0, take = select_commits(lg[s - lo + cols][None], masked[cols][None],
-                                      self.config, self.mask_id, None, self.generator,
-                                      zero)  # F's own rule: (1, m) twice
-            commit = torch.zeros_like(masked)
-            commit[cols[take[0]]] = True  # (bl,)
-            nxt = x.clone()
-            nxt[s + cols[take[0]]] = x0[0][take[0]].to(x.dtype)
-            commits.append((s, commit))
+            nxt, commit = self.step(x, s, e, logits[cur])
             j = index.get(nxt.cpu().numpy().tobytes())
+            if j is None and self.config.spec_accept == "subset":
+                j = self.subset_node(states, x, nxt)
+                if j is not None:
+                    commit = states[j, s:e] != x[s:e]
+            commits.append((s, commit))
             if j is None:
                 return path, nxt, commits
             cur = j
             path.append(j)
+
+    def step(self, x: torch.Tensor, s: int, e: int, verified):
+        """F's step at state x (L,) in block [s, e): next state, commit (bl,) bool."""
+        lo, lg = verified
+        masked = x[s:e] == self.mask_id  # (bl,)
+        whole = self.config.needs_generator
+        cols = torch.arange(e - s) if whole else masked.nonzero().squeeze(1)
+        k = 1 if self.config.rule == "schedule" else None  # one token per step
+        x0, take = select_commits(lg[s - lo + cols][None], masked[cols][None],
+                                  self.config, self.mask_id, k, self.generator,
+                                  torch.zeros(1, dtype=torch.long))  # (1, m) twice
+        commit = torch.zeros_like(masked)
+        commit[cols[take[0]]] = True  # (bl,)
+        nxt = x.clone()
+        nxt[s + cols[take[0]]] = x0[0][take[0]].to(x.dtype)
+        return nxt, commit
+
+    def subset_node(self, states: torch.Tensor, x: torch.Tensor, nxt: torch.Tensor):
+        """The drafted state that adds to x (L,) only tokens of F's next state nxt,
+        and the most of them (ties: the first drafted); None if none adds any."""
+        open_ = x == self.mask_id  # (L,)
+        agree = (states == x) | (open_ & (states == nxt))  # (n, L)
+        added = (states != x).sum(dim=1)  # (n,)
+        ok = agree.all(dim=1) & (added > 0)  # (n,)
+        if not bool(ok.any()):
+            return None
+        return int(torch.where(ok, added, -1).argmax())
 
 
 class _Verified:
@@ -367,7 +469,7 @@ class _Verified:
             self.made.update({i: (made, r) for r, i in enumerate(idx)})
         else:
             logits = den.logits_window(xs[:, lo:hi], lo,
-                                       _repeat_rows(self.cache, len(idx)))
+                                       repeat_rows(self.cache, len(idx)))
         self.logits.update({i: (lo, logits[r]) for r, i in enumerate(idx)})
 
     def __getitem__(self, i: int):
@@ -381,19 +483,20 @@ class _Verified:
         return index_rows(made, torch.tensor([r]))
 
 
-def _repeat_rows(cache, n: int):
+def repeat_rows(cache, n: int):
     """A batch-1 cache shared by n rows (views, no copy)."""
     if isinstance(cache, torch.Tensor):
         return cache.expand(n, *cache.shape[1:])
     if isinstance(cache, (list, tuple)):
-        return type(cache)(_repeat_rows(c, n) for c in cache)
+        return type(cache)(repeat_rows(c, n) for c in cache)
     if isinstance(cache, dict):
-        return {k: _repeat_rows(v, n) for k, v in cache.items()}
+        return {k: repeat_rows(v, n) for k, v in cache.items()}
     raise TypeError(f"cannot share a {type(cache).__name__} cache across tree rows")
 
 
 def decode_trajectory(
-    denoiser, x: torch.Tensor, P: int, config: DecodeConfig, generator=None,
+    denoiser, x: torch.Tensor, P: int, config: DecodeConfig, generator=None, *,
+    drafters=None,
 ):
     """Speculative decode of every row of x (B, L) (prompt ++ masks/init), one by one.
 
@@ -403,6 +506,9 @@ def decode_trajectory(
     With temperature > 0 the walk draws F's noise from the row's generator in
     F's order (one draw per base-policy step; drafting draws nothing), so each
     row needs its own generator, as F's rows do to be decoded alone.
+    ``drafters``: None (the tree's ``draft_children``) or a callable b -> the
+    row's drafter, with ``draft_children``'s signature (an oracle, in
+    ``trajectory_study``); drafting never changes the tokens of an exact walk.
     """
     B, L = x.shape
     G = config.gen_length
@@ -420,6 +526,8 @@ def decode_trajectory(
             gen_b = [generator if isinstance(generator, torch.Generator)
                      else generator[b]]
         row = _Row(denoiser, config, P, gen_b)
+        if drafters is not None:
+            row.drafter = drafters(b)
         table, cache, cache_block = DraftTable(G, x.device), None, -1
         root, fstep, steps_b, rows_b = x[b].clone(), 0, [], []
         while (block := row.block_of(root[P:])) < row.nb:
@@ -452,6 +560,56 @@ def decode_trajectory(
     return result
 
 
+def oracle_drafters(reference):
+    """Drafters that know the base's trajectory (``decode_trajectory(drafters=)``).
+
+    ``reference``: the base's ``DecodeResult`` on the same rows. A node's only
+    child is the base's next state (its next step's commits, read from
+    ``commit_step``), so a tree of n nodes is the base's next n states: the
+    most any draft of that size can confirm in one call. For measurement.
+    """
+    steps, gen = reference.commit_step.tolist(), reference.generated.tolist()
+
+    def for_row(b: int):
+        s_b, g_b = steps[b], gen[b]
+
+        def draft(cols, top, conf, spec_low, k):
+            live = [j for j in cols if s_b[j] > 0]
+            if not live or k < 1:
+                return []
+            first = min(s_b[j] for j in live)
+            return [(0.0, tuple((j, g_b[j]) for j in live if s_b[j] == first))]
+
+        return draft
+
+    return for_row
+
+
+FREEDAVE_MODES = ("one-token", "threshold")
+
+
+def freedave_config(mode: str, base: DecodeConfig) -> DecodeConfig:
+    """FreeDave (arXiv 2510.00294) over ``base``'s lengths, cache and lookahead.
+
+    ``mode="one-token"``: exact over one token per step (the base becomes
+    ``rule="schedule"``, ``steps=gen_length``); ``"threshold"``: over
+    ``base``'s threshold rule with the subset acceptance, not exact (the
+    module docstring says why). The chain is ``base.spec_budget`` states long.
+    """
+    if mode not in FREEDAVE_MODES:
+        raise ValueError(f"unknown FreeDave mode {mode!r}; use one of {FREEDAVE_MODES}")
+    if not isinstance(base, DecodeConfig):
+        raise TypeError(f"base must be a DecodeConfig, got {type(base).__name__}")
+    spec = dict(speculate="trajectory", spec_draft="chain")
+    if mode == "one-token":
+        return dataclasses.replace(base, rule="schedule", steps=base.gen_length,
+                                   spec_accept="exact", **spec)
+    if base.rule != "threshold":
+        raise ValueError("FreeDave's threshold mode needs a base with "
+                         f"rule='threshold', got {base.rule!r}")
+    return dataclasses.replace(base, spec_accept="subset", **spec)
+
+
 # --- measuring -----------------------------------------------------------------------
 
 
@@ -477,7 +635,7 @@ def batch_invariance_gap(denoiser, states: torch.Tensor, start: int, stop: int):
     if getattr(denoiser, "supports_cache", False):
         _, cache = denoiser.prefill(states[:1])
         w = states[:, start:stop]
-        many = denoiser.logits_window(w, start, _repeat_rows(cache, len(states)))
+        many = denoiser.logits_window(w, start, repeat_rows(cache, len(states)))
         one = torch.cat([denoiser.logits_window(r[None], start, cache) for r in w])
         gap = torch.maximum(gap, (many - one).abs().max())
     return float(gap)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -22,7 +23,14 @@ import torch
 
 from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
-from ..decoding.speculate import batch_invariance_gap, drift
+from ..decoding.speculate import (
+    batch_invariance_gap,
+    decode_trajectory,
+    drift,
+    freedave_config,
+    oracle_drafters,
+    repeat_rows,
+)
 from ..measures import bench, stats
 from ..measures import judge as judges
 from . import config
@@ -32,7 +40,11 @@ from .config import param
 VANILLA, THRESHOLD = "vanilla (1 token/step)", "Fast-dLLM threshold"
 DUAL, TRAJ = "Fast-dLLM + dual cache", "trajectory speculation (exact)"
 STALE = "trajectory + stale lookahead"
-KEYS = {VANILLA: "vanilla", THRESHOLD: "threshold", DUAL: "dual", TRAJ: "traj",
+VANILLA_DUAL = "vanilla + dual cache"
+FD_ONE = "FreeDave, one token/step (exact)"
+FD_THR = "FreeDave, threshold (subset rule)"
+KEYS = {VANILLA: "vanilla", VANILLA_DUAL: "vanilla_dual", THRESHOLD: "threshold",
+        DUAL: "dual", TRAJ: "traj", FD_ONE: "fd_one", FD_THR: "fd_thr",
         STALE: "stale"}  # decoder -> the suffix of its glue names
 EXACT_ACCELERATORS = [THRESHOLD, DUAL, TRAJ]  # the ones C3 may take
 INVARIANCE_ROWS = 4  # prompts in the batch-invariance check
@@ -60,14 +72,25 @@ def decoders(supports_cache: bool, *, gen_length: int, block_length: int,
     Without a KV cache (the hub's LLaDA / Dream code, SPEC.md section 2.4) the
     "dual cache" rows decode without one, speculation verifies full forwards,
     and the stale lookahead (a lookahead against a stale cache) is left out.
+    FreeDave (``speculate.freedave_config``) runs as a peer: its one-token mode
+    over vanilla decoding with the dual cache (its exact base), its threshold
+    mode over the dual-cache threshold rule (not exact: its base is where it
+    drifts from).
     """
     common = dict(gen_length=gen_length, block_length=block_length)
     fast = DecodeConfig(**common, rule="threshold", threshold=threshold)
     dual = dataclasses.replace(fast, cache="dual" if supports_cache else "none")
     traj = dataclasses.replace(dual, speculate="trajectory", spec_budget=spec_budget,
                                spec_low=spec_low, lookahead="exact")
-    out = {VANILLA: (DecodeConfig(**common, steps=gen_length), None),
-           THRESHOLD: (fast, None), DUAL: (dual, THRESHOLD), TRAJ: (traj, DUAL)}
+    peer = dict(spec_budget=spec_budget, lookahead="exact")
+    vanilla = DecodeConfig(**common, steps=gen_length)
+    out = {VANILLA: (vanilla, None),
+           VANILLA_DUAL: (dataclasses.replace(vanilla, cache=dual.cache), VANILLA),
+           THRESHOLD: (fast, None), DUAL: (dual, THRESHOLD), TRAJ: (traj, DUAL),
+           FD_ONE: (freedave_config("one-token", dataclasses.replace(dual, **peer)),
+                    VANILLA_DUAL),
+           FD_THR: (freedave_config("threshold", dataclasses.replace(dual, **peer)),
+                    DUAL)}
     if supports_cache:
         out[STALE] = (dataclasses.replace(traj, lookahead="stale"), DUAL)
     return out
@@ -85,10 +108,12 @@ def decode_all(target, prompt, configs: dict):
 
 def decoder_table(runs, timing, scores, configs, gen_length: int, *, n_bootstrap: int,
                   seed: int) -> pd.DataFrame:
-    """One row per decoder: NFE, tokens per NFE (bootstrap over prompts),
-    token-forwards, seconds, drift from its base policy, judge agreement
+    """One row per decoder: NFE, tokens per NFE (bootstrap over prompts), the
+    gain in forwards over the dual-cache threshold base (paired bootstrap) and
+    the share of outputs token-equal to that base's, verified rows per call,
+    token-forwards, seconds, drift from its own base policy, judge agreement
     (token-weighted, bootstrap over prompts) and perplexity."""
-    rows = []
+    rows, ref = [], runs[DUAL]
     for name, (_, base) in configs.items():
         r, sc = runs[name], scores[name]
         G = np.full(len(r.generated), gen_length)
@@ -100,6 +125,10 @@ def decoder_table(runs, timing, scores, configs, gen_length: int, *, n_bootstrap
                    token_forwards=r.token_forwards.double().mean().item(),
                    wall_s=timing[name]["wall_s"], cpu_s=timing[name]["cpu_s"],
                    base_policy=base or "itself", exact_match=np.nan, hamming=np.nan,
+                   **dict(zip(("gain", "gain_lo", "gain_hi"),
+                              gain(ref.nfe, r.nfe, n_bootstrap, seed), strict=True)),
+                   equal_to_dual=drift(r.generated, ref.generated)["exact"].mean(),
+                   rows_per_call=_rows_per_call(r),
                    judge_agreement=agree[0],
                    judge_ppl=judges.summarize(sc)["perplexity"])
         if base is not None:
@@ -107,6 +136,14 @@ def decoder_table(runs, timing, scores, configs, gen_length: int, *, n_bootstrap
             row.update(exact_match=d["exact"].mean(), hamming=d["hamming"].mean())
         rows.append(row)
     return pd.DataFrame(rows).set_index("decoder")
+
+
+def _rows_per_call(result) -> float:
+    """States verified per forward (1 without speculation)."""
+    if result.spec is None:
+        return 1.0
+    rows = [r for row in result.spec.rows_per_verify for r in row]
+    return float(np.mean(rows)) if rows else np.nan
 
 
 def decoder_values(table: pd.DataFrame, runs, block_length: int) -> dict:
@@ -121,6 +158,10 @@ def decoder_values(table: pd.DataFrame, runs, block_length: int) -> dict:
                     f"t_tokens_per_nfe_{key}_hi": t.tpn_high,
                     f"t_token_forwards_{key}": t.token_forwards,
                     f"t_wall_{key}": t.wall_s,
+                    f"t_gain_{key}": t.gain, f"t_gain_{key}_lo": t.gain_lo,
+                    f"t_gain_{key}_hi": t.gain_hi, f"t_equal_{key}": t.equal_to_dual,
+                    f"t_rows_{key}": t.rows_per_call,
+                    f"t_own_exact_{key}": t.exact_match,
                     f"t_agree_{key}": t.judge_agreement, f"t_ppl_{key}": t.judge_ppl})
     exact = drift(runs[TRAJ].generated, runs[DUAL].generated)
     stale = (drift(runs[STALE].generated, runs[DUAL].generated) if STALE in runs
@@ -195,6 +236,101 @@ def sweep_wide(sweep: pd.DataFrame) -> pd.DataFrame:
     wide["judge agreement"] = sweep.groupby("threshold")["judge_agreement"].first()
     wide["judge perplexity"] = sweep.groupby("threshold")["judge_ppl"].first()
     return wide
+
+
+def decode_oracle(target, prompt: torch.Tensor, spec: DecodeConfig, reference):
+    """``spec``'s speculative decode with the oracle draft (``oracle_drafters``)
+    of the base's ``reference`` decode on the same prompts: same budget, same
+    verify rules, the base's own next states as the tree."""
+    mask = torch.full((prompt.shape[0], spec.gen_length), int(target.mask_id),
+                      dtype=prompt.dtype, device=prompt.device)
+    x = torch.cat([prompt, mask], dim=1)  # (B, P + G)
+    cfg = dataclasses.replace(spec, spec_draft="tree", spec_accept="exact")
+    return decode_trajectory(target, x, prompt.shape[1], cfg,
+                             drafters=oracle_drafters(reference))
+
+
+def gain(base_nfe: torch.Tensor, nfe: torch.Tensor, n_bootstrap: int,
+         seed: int) -> tuple[float, float, float]:
+    """Forwards of the base over forwards of a decoder, paired over prompts:
+    (estimate, 95 % low, 95 % high)."""
+    return stats.ratio_bootstrap(base_nfe.numpy(), nfe.numpy(), n_bootstrap, seed)
+
+
+def forward_study(target, prompt: torch.Tensor, spec: DecodeConfig, *,
+                  n_bootstrap: int = 2000, seed: int = 0) -> dict:
+    """Where the forwards go, before any draft is changed (issue 57, item 3).
+
+    ``spec``: an exact speculative config (``speculate="trajectory"``); its
+    base F is the same config without speculation. Returns, each with a 95 %
+    bootstrap interval over prompts where it is a ratio: the share of F's steps
+    that commit one token (``one_token_share``), the share of verify calls with
+    a drafted tree whose tree held F's next state (``draft_hit``), the tree's
+    gain in forwards over F (``gain``) and an oracle draft's of the same size
+    (``oracle_gain``), and the mean base-policy steps per call of each.
+    """
+    if spec.speculate != "trajectory" or spec.spec_accept != "exact":
+        raise ValueError("forward_study needs an exact speculative config: "
+                         "speculate='trajectory', spec_accept='exact'")
+    base = generate(target, prompt, dataclasses.replace(spec, speculate="none"))
+    run = generate(target, prompt, spec)
+    oracle = decode_oracle(target, prompt, spec, base)
+    if not (torch.equal(run.tokens, base.tokens)
+            and torch.equal(oracle.tokens, base.tokens)):
+        raise RuntimeError("an exact decode left its base policy: batch invariance "
+                           "fails on this target (see batch_invariance_gap)")
+    sizes = base.committed_per_step
+    ones = ((sizes == 1).sum(1), (sizes > 0).sum(1))  # per prompt: 1-token, all
+    hits, trees = [], []
+    for steps, rows in zip(run.spec.steps_per_verify, run.spec.rows_per_verify,
+                           strict=True):
+        drafted = [s for s, r in zip(steps, rows, strict=True) if r > 1]
+        hits.append(sum(s > 1 for s in drafted))
+        trees.append(len(drafted))
+    out = {"n_prompts": len(prompt), "base_nfe": base.nfe.double().mean().item()}
+    for key, (num, den) in {"one_token_share": ones,
+                            "draft_hit": (hits, trees)}.items():
+        est = stats.ratio_bootstrap(np.asarray(num), np.asarray(den), n_bootstrap,
+                                    seed)
+        out.update({key: est[0], f"{key}_lo": est[1], f"{key}_hi": est[2]})
+    for key, res in (("gain", run), ("oracle_gain", oracle)):
+        est = gain(base.nfe, res.nfe, n_bootstrap, seed)
+        out.update({key: est[0], f"{key}_lo": est[1], f"{key}_hi": est[2]})
+    out.update(steps_per_call=run.spec.mean_steps_per_verify,
+               oracle_steps_per_call=oracle.spec.mean_steps_per_verify)
+    return out
+
+
+ROW_COUNTS = (1, 2, 4, 16)  # verify-call sizes whose CPU cost the page shows
+
+
+def row_costs(target, prompt: torch.Tensor, block_length: int,
+              repeats: int = 5) -> dict[int, float]:
+    """CPU time of one cached window (the block) for n rows over one row's.
+
+    Why a small draft cannot pay at batch 1 on a CPU unless it hits often: a
+    verify call of n rows costs ``row_costs[n]`` base forwards, so a draft of
+    n - 1 states pays only where its gain in forwards exceeds that. Process
+    CPU time, median of ``repeats`` after a warm-up, on the first prompt with
+    a masked block; without a KV cache, full forwards.
+    """
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    P = prompt.shape[1]
+    x = torch.cat([prompt[:1], torch.full((1, block_length), int(target.mask_id),
+                                          dtype=prompt.dtype)], dim=1)  # (1, L)
+    cached = getattr(target, "supports_cache", False)
+    cache = target.prefill(x)[1] if cached else None
+
+    def call(n: int):
+        if cached:
+            target.logits_window(x[:, P:].expand(n, -1), P,
+                                 repeat_rows(cache, n))
+        else:
+            target.logits(x.expand(n, -1))
+
+    cost = {n: bench.timed(lambda n=n: call(n), repeats)[1] for n in ROW_COUNTS}
+    return {n: cost[n] / cost[1] if cost[1] > 0 else math.nan for n in ROW_COUNTS}
 
 
 def paper_table(m: Measurement, paper: dict) -> pd.DataFrame:
@@ -274,30 +410,24 @@ def measure(
     values = {
         "t_batch_gap": batch_gap(target, prompt, config.gen_length, config.block_length)
     }
-    configs = decoders(
-        target.supports_cache,
-        gen_length=config.gen_length,
-        block_length=config.block_length,
-        threshold=config.threshold,
-        spec_budget=config.spec_budget,
-        spec_low=config.spec_low,
-    )
+    configs = decoders(target.supports_cache, gen_length=config.gen_length,
+                       block_length=config.block_length, threshold=config.threshold,
+                       spec_budget=config.spec_budget, spec_low=config.spec_low)
     runs, timing = decode_all(target, prompt, configs)
     scores = {
         name: judge.score([tok.decode(r.tolist()) for r in res.generated])
         for name, res in runs.items()
     }
-    table = decoder_table(
-        runs,
-        timing,
-        scores,
-        configs,
-        config.gen_length,
-        n_bootstrap=config.n_bootstrap,
-        seed=config.seed,
-    )
+    table = decoder_table(runs, timing, scores, configs, config.gen_length,
+                          n_bootstrap=config.n_bootstrap, seed=config.seed)
     values.update(decoder_values(table, runs, config.block_length))
     values.update(speedups(runs, n_bootstrap=config.n_bootstrap, seed=config.seed))
+    study = forward_study(target, prompt,
+                          dataclasses.replace(configs[TRAJ][0], spec_verify="path"),
+                          n_bootstrap=config.n_bootstrap, seed=config.seed)
+    values.update({f"t_study_{k}": v for k, v in study.items()})
+    values.update({f"t_row_cost_{n}": c for n, c in row_costs(
+        target, prompt, config.block_length).items()})
     steps, sizes = acceptance(runs)
     values.update(
         t_threshold=config.threshold,
