@@ -67,15 +67,17 @@ def test_rates_reads_every_decoder_of_every_world_with_its_interval():
     check = REGISTRY["checks"]["trajectory"]
     values = {"t_tokens_per_nfe_threshold": 2.0, "t_tokens_per_nfe_traj": 3.0,
               "t_tokens_per_nfe_traj_lo": 2.5, "t_tokens_per_nfe_traj_hi": 3.5,
-              "t_tokens_per_nfe_threshold_math": 5.0, "t_other": 1.0}
+              "t_tokens_per_nfe_threshold_math": 5.0, "t_other": 1.0,
+              "t_tokens_per_nfe_stale_math": float("nan")}  # not run: not drawn
     got = figures.rates(values, check)
     assert set(got) == {"prose", "math"}
     assert got["prose"]["traj"] == (3.0, 2.5, 3.5)
     assert set(got["prose"]) == {"threshold", "traj"}
     assert got["math"]["threshold"][0] == 5.0
     assert math.isnan(got["math"]["threshold"][1])
-    svg = figures.rates_svg(values, check)
-    assert svg.startswith("<svg") and "traj" in svg
+    assert set(got["math"]) == {"threshold"}
+    svg = figures.rates_svg(values, check, {"traj": "trajectory speculation"})
+    assert svg.startswith("<svg") and "trajectory speculation" in svg
     for rate in check["paper"].values():
         if isinstance(rate, float) and rate > 2:
             assert f"{rate:g}" in svg

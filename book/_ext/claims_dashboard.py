@@ -517,9 +517,11 @@ def _rates(registry: dict, check_id: str, executed: Path) -> str:
     path = claims.executed_path(check["notebook"], executed)
     if not (path.exists() or path.with_suffix(".glue.json").exists()):
         return "<p><i>not measured by this build</i></p>"
+    from dlmspec_min.experiments.trajectory import KEYS
+
     values = claims.read_glued(path)
     claims.add_world_runs(path, values, None)
-    svg = figures.rates_svg(values, check)
+    svg = figures.rates_svg(values, check, {k: name for name, k in KEYS.items()})
     if not svg:
         return "<p><i>not measured by this build</i></p>"
     return ('<figure class="forest-plot decoder-rates">' + svg + "<figcaption>Tokens "

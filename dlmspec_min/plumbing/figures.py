@@ -167,9 +167,9 @@ def rates(values: dict, check: dict) -> dict[str, dict[str, tuple]]:
         found = {}
         for key, v in wv.items():
             m = RATE_KEY.match(key)
-            if m is None or m.group(1).endswith(("_lo", "_hi")) or not isinstance(
-                    v, (int, float)):
-                continue
+            if (m is None or m.group(1).endswith(("_lo", "_hi"))
+                    or not isinstance(v, (int, float)) or not math.isfinite(v)):
+                continue  # a decoder this world did not run: not drawn
             found[m.group(1)] = (float(v), float(wv.get(f"{key}_lo", math.nan)),
                                  float(wv.get(f"{key}_hi", math.nan)))
         if found:
@@ -177,10 +177,11 @@ def rates(values: dict, check: dict) -> dict[str, dict[str, tuple]]:
     return out
 
 
-def rates_svg(values: dict, check: dict) -> str:
+def rates_svg(values: dict, check: dict, names: dict | None = None) -> str:
     """Tokens per forward of every decoder in every world (``rates``) as
     horizontal bars, with the papers' rates (``check["paper"]``) as lines; ''
-    when the page glued none."""
+    when the page glued none. ``names`` maps a decoder's glue suffix to the
+    name the page gives it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -212,7 +213,9 @@ def rates_svg(values: dict, check: dict) -> str:
             if rate is not None:
                 ax.axvline(rate, color="0.3", ls=("--", ":", "-.")[k % 3], lw=1.2,
                            label=f"{label}: {rate:g}")
-        ax.set_yticks(range(len(decoders)), [d.replace("_", " ") for d in decoders])
+        names = names or {}
+        ax.set_yticks(range(len(decoders)),
+                      [names.get(d, d.replace("_", " ")) for d in decoders])
         ax.set_xlabel("tokens committed per forward (95 % interval where measured)")
         ax.legend(fontsize=8, loc="lower right")
         fig.tight_layout()
