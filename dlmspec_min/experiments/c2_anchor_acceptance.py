@@ -39,7 +39,7 @@ from ..ssld import (
 from ..worlds import World
 from . import config
 from .common import Measurement, Models
-from .config import param
+from .config import shared
 
 HEAD = drafting.HeadDraft.name  # "small model + trained SID head"
 MARGINAL = drafting.SmallMarginalDraft.name  # "small model, cluster marginal"
@@ -337,36 +337,13 @@ def _plain(value):
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Coded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "02_anchor_acceptance"
 
-    world: str = config.world_param("02_anchor_acceptance")
-    model: str = param("dlmspec/base",
-        "target: its input embeddings define the semantic IDs")
-    draft: str = param("dlmspec/small",
-        "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    n_samples: int = param(64, "unconditional samples (the prompt is [BOS])")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of the Fast-dLLM accelerator")
-    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
-    temperature: float = param(1.0,
-        "sampling temperature of the decodes (0 would make every sample "
-        "identical)")
-    K: int = param(256, "number of semantic clusters")
-    levels: int = param(1, "residual k-means levels (an ID is the tuple of all levels)")
-    K_sweep: list = param([16, 64, 256, 1024], "cluster counts of the sweep")
-    n_train: int = param(2048, "Brown training windows for the SID head")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
-    seed: int = param(0, "seed of every random draw")
-    n_codebooks: int = param(5,
-        "codebooks (IDs + head) alpha_SID is averaged over: seeds seed*n ... "
-        "seed*n+n-1")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
+    n_samples: int = shared("n_samples", 64, "unconditional (the prompt is [BOS])")
+    K_sweep: list = shared("K_sweep", [16, 64, 256, 1024])
 
 
 def measure(

@@ -29,7 +29,7 @@ from ..ssld.information import anchor_table
 from ..worlds import World
 from . import config
 from .common import Measurement, Models
-from .config import param
+from .config import param, shared
 
 COST = "c (draft cost, target forwards)"  # the acceptance table's draft-cost column
 ORACLE = "oracle: every anchor's true token (alpha = 1)"  # the oracle row of ``e2e``
@@ -313,44 +313,18 @@ def gap_note(shortfall: float, h: pd.Series) -> str:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Coded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "03_win_condition"
 
-    world: str = config.world_param("03_win_condition")
-    model: str = param("dlmspec/base", "target")
-    draft: str = param("dlmspec/small",
-        "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    n_samples: int = param(24, "samples (one prompt each; [BOS] alone by default)")
-    prompt_source: str = param("bos",
-        "the prompts: [BOS] alone (bos), [BOS] and the start of held-out Brown "
-        "sentences (brown), the math world's held-out questions (questions), or a "
-        "datasets dataset NAME:CONFIG:SPLIT:COLUMN such as "
-        "gsm8k:main:test:question (hub access opted in)")
-    prompt_length: int = param(16,
-        "prompt tokens of a brown or dataset source ([BOS] included)")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of the accelerators")
-    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
-    temperature: float = param(1.0, "sampling temperature of every decode")
-    K: int = param(256, "number of semantic clusters")
-    levels: int = param(1, "residual k-means levels")
-    n_train: int = param(2048, "Brown training windows for the SID head")
-    n_repeats: int = param(3, "timed repeats per decoder (after one untimed warm-up)")
+    n_samples: int = shared("n_samples", 24, "one prompt each; [BOS] alone by default")
+    prompt_source: str = shared("prompt_source")
+    prompt_length: int = shared("prompt_length")
+    n_repeats: int = shared("n_repeats")
     n_timed: int = param(8, "the first n_timed samples are timed (wall-clock only)")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
-    seed: int = param(0, "seed of every random draw")
-    n_codebooks: int = param(5,
-        "codebooks (IDs + head) alpha is averaged over: seeds seed*n ... "
-        "seed*n+n-1")
-    judge: str = param("smollm2-135m",
-        "independent judge of the end-to-end decodes' quality where texts have no "
-        "answers (prose)")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
+    judge: str = shared("judge", note="of the end-to-end decodes where texts have "
+                        "no answers (prose)")
 
 
 def measure(

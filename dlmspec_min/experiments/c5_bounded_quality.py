@@ -35,7 +35,7 @@ from ..ssld import accelerators, drafting, inputs, semantic
 from ..worlds import World
 from . import config
 from .common import Measurement, Models
-from .config import param
+from .config import param, shared
 
 BASELINE = "baseline"
 EXACT = "exact SSLD"
@@ -204,31 +204,17 @@ def rule_values(res: pd.DataFrame, quality_bound: float) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Drafted):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "05_bounded_quality"
 
-    world: str = config.world_param("05_bounded_quality")
-    model: str = param("dlmspec/base", "target")
-    draft: str = param("dlmspec/small",
-        "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    judge: str = param("smollm2-135m", "independent judge model")
-    n_samples: int = param(12, "unconditional samples (the prompt is [BOS])")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of every decoder")
-    threshold: float = param(0.9, "Fast-dLLM threshold that SSLD infills with")
-    thresholds: list = param([0.9, 0.5], "accelerator settings on the frontier")
-    temperature: float = param(1.0, "sampling temperature of every decode")
-    K: int = param(256, "number of semantic clusters")
+    n_samples: int = shared("n_samples", 12, "unconditional (the prompt is [BOS])")
+    judge: str = shared("judge")
+    thresholds: list = shared("thresholds", [0.9, 0.5],
+                              "the accelerator settings on the frontier")
     quality_bound: float = param(0.05,
         "allowed drop of judge top-1 agreement below the baseline")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole samples)")
-    seed: int = param(0, "seed of every random draw")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
 
 
 def measure(models: Models, world: World, config: Config) -> BoundedQuality:

@@ -43,7 +43,7 @@ from ..ssld import (
 from ..worlds import World
 from . import config
 from .common import Measurement
-from .config import param
+from .config import param, shared
 
 ROLES = ("small", "base", "large")  # the page's order of the three targets
 KEEP = (tagger.CONTENT, tagger.FUNCTION)
@@ -299,44 +299,21 @@ def check_sizes(n_tau: int, n_samples: int) -> None:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Coded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "07_strong_model"
 
-    world: str = config.world_param("07_strong_model")
-    model: str = param("dlmspec/base",
-        "reference target (the target of chapters 02-03)")
-    large_model: str = param("dlmspec/large",
-        "the stronger target (the paper's: LLaDA-8B)")
-    small_model: str = param("dlmspec/small", "a weaker model, for context")
-    draft: str = param("dlmspec/small",
-        "SSLD's draft against large_model (must share its vocabulary)")
-    trust_remote_code: bool = config.trust_remote_code_param()
+    large_model: str = shared("large_model")
+    small_model: str = shared("small_model")
+    n_samples: int = shared("n_samples", 32,
+                            "unconditional, of the large target (its content anchors)")
     n_windows: int = param(64, "held-out Brown windows measured (of 256)")
     n_positions: int = param(16,
         "content/function positions measured per window (0: all)")
     batch_size: int = param(64, "row copies (one masked position each) per forward")
-    n_samples: int = param(32,
-        "unconditional samples of the large target (its content anchors)")
     n_tau: int = param(6,
         "the first n_tau samples are decoded by every accelerator (tau_acc)")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of the accelerators")
-    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
-    temperature: float = param(1.0, "sampling temperature of every decode")
-    K: int = param(256,
-        "number of semantic clusters (of the large target's embeddings)")
-    levels: int = param(1, "residual k-means levels")
-    n_train: int = param(2048, "Brown training windows for the SID head")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
-    seed: int = param(0, "seed of every random draw")
-    n_codebooks: int = param(5,
-        "codebooks (IDs + head) alpha_SID is averaged over: seeds seed*n ... "
-        "seed*n+n-1")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
 
 
 def measure(

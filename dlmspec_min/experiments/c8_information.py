@@ -37,7 +37,7 @@ from ..ssld import information as info
 from ..worlds import World
 from . import config
 from .common import Measurement, Models
-from .config import param
+from .config import param, shared
 
 CLASSES = [tagger.CONTENT, tagger.FUNCTION, tagger.PUNCT]
 PALETTE = {tagger.CONTENT: "C3", tagger.FUNCTION: "C0", tagger.PUNCT: "C2"}
@@ -428,44 +428,21 @@ def closing_notes(values: dict, no_par: bool) -> dict:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Drafted):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "08_information"
 
-    world: str = config.world_param("08_information",
-                                    note="in math, the questions are every prompt")
-    model: str = param("dlmspec/base",
-        "target: its input embeddings define the semantic IDs")
-    draft: str = param("dlmspec/small",
-        "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    n_samples: int = param(32,
-        "prompted samples whose content positions are the anchors (one held-out "
-        "prompt each)")
-    prompt_length: int = param(16,
-        "their prompt: [BOS] and the first tokens of a held-out sentence (1: "
-        "[BOS] alone)")
+    world: str = shared("world", note="in math, the questions are every prompt")
+    n_samples: int = shared("n_samples", 32, "prompted, one held-out prompt each: "
+                            "their content positions are the anchors")
+    prompt_length: int = shared("prompt_length")
     n_side: int = param(16,
         "samples of the confidence-order decode ([BOS] prompt) and of each "
         "lower-threshold decode")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of the Fast-dLLM decodes")
-    threshold: float = param(0.9,
-        "Fast-dLLM threshold of the decode whose content positions are the "
-        "anchors")
-    thresholds: list = param([0.1],
-        "lower thresholds also run, to see what parallel steps commit")
-    temperature: float = param(1.0,
-        "sampling temperature of every decode (0 would make [BOS] samples "
-        "identical)")
-    K: int = param(256, "number of semantic clusters")
+    thresholds: list = shared("thresholds")
     n_bins: int = param(3, "equal-count bins of a per-anchor measure")
-    n_bootstrap: int = param(1000, "bootstrap replicates (resampling whole sequences)")
-    seed: int = param(0, "seed of every random draw")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
+    n_bootstrap: int = 1000
 
 
 def measure(models: Models, world: World, config: Config) -> InformationMeasurement:

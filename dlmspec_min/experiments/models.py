@@ -35,7 +35,7 @@ from ..training import train
 from ..training.tokenizer import BOS_ID
 from . import config
 from .common import Measurement
-from .config import param
+from .config import param, shared
 
 SIZES = ("small", "base", "large")
 UNIGRAM = "unigram"
@@ -293,36 +293,29 @@ def regime_values(table: pd.DataFrame) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Loaded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "00_models"
 
-    seed: int = param(0, "seed for masks, decoding and shuffling")
-    n_samples: int = param(8, "sequences decoded per decoder in the cache comparison")
-    gen_length: int = param(48, "generated tokens per sample (after the [BOS] prompt)")
-    block_length: int = param(16, "block length of the blocked decoders")
-    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
+    n_samples: int = shared("n_samples", 8, "in the cache comparison")
+    gen_length: int = shared("gen_length")
+    block_length: int = shared("block_length")
+    threshold: float = shared("threshold")
+    temperature: float = shared("temperature", note="of the regime table")
     n_texts: int = param(48,
         "held-out sentences scored by the judge (real and shuffled)")
     n_heldout: int = param(256,
         "held-out 64-token sequences of the masked-accuracy table")
     regime_samples: int = param(32,
         "unconditional samples every decoder of the regime table decodes")
-    temperature: float = param(1.0,
-        "sampling temperature of the regime table (the claim pages' default)")
-    n_bootstrap: int = param(2000,
-        "bootstrap replicates of the regime table's intervals")
-    judge: str = param("smollm2-135m", "independent judge model")
+    judge: str = shared("judge")
     math_problems: int = param(400,
         "held-out math problems each model of the math ladder decodes")
     math_unseen: int = param(200,
         "held-out problems written with templates never trained on")
     math_regime_problems: int = param(64,
         "held-out problems every decoder of the math regime table decodes")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
 
 
 def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int = 8,

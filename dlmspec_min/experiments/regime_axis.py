@@ -59,7 +59,7 @@ from . import c3_win_condition as c3m
 from . import c4_cluster_verification as c4m
 from . import config
 from .common import Measurement, load_models
-from .config import param
+from .config import param, shared
 
 THRESHOLD, TRAJ = "Fast-dLLM threshold", "trajectory speculation (exact)"
 # the base policy whose tokens trajectory speculation keeps
@@ -472,25 +472,20 @@ def _missing(world: MathWorld, device, dtype) -> tuple[Any, str | None]:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Measured):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "11_regime"
 
-    n_samples: int = param(24,
-        "held-out questions each setting decodes (C3 and C4 alike)")
-    K: int = param(32, "semantic clusters (the math world's K)")
-    n_codebooks: int = param(5,
-        "codebooks alpha_SID averages (seeds seed*n ... seed*n+n-1)")
+    n_samples: int = shared("n_samples", 24,
+                            "held-out questions each setting decodes (C3 and C4)")
+    K: int = shared("K", catalogue.get("math").K, "the math world's")
+    n_codebooks: int = shared("n_codebooks")
     n_codebooks_fine: int = param(1,
         "codebooks of a fine-ID setting (the same IDs in each; only the head's "
         "training windows differ)")
-    n_train: int = param(2048, "training problems of the SID head, per setting's world")
-    n_permutations: int = param(2000, "size-matched random clusterings of C4's test")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole questions)")
-    seed: int = param(0, "seed of every random draw; picks which held-out questions")
-    dtype: str = config.dtype_param()
-    device: str = config.device_param()
+    n_train: int = shared("n_train", note="per setting's world")
+    n_permutations: int = shared("n_permutations", 2000, "C4's test")
 
 
 def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
