@@ -13,8 +13,8 @@ fields are its notebook's parameters: name, type, default and help
   page), then the rules between values;
 - the module's ``measure`` reads it: ``measure(models, world, config)`` for
   each claim, ``measure(models, config, ...)`` for the trajectory page,
-  ``measure(settings, verdict, config)`` for the regime page (the models
-  page's ``measure`` still takes its sizes as keywords);
+  ``measure(settings, verdict, config)`` for the regime page,
+  ``measure(models, tokenizer, config)`` for the models page;
 - the runner's ``--help`` and checks read the cell, the seed page's sizes are
   checked against the claim's fields (``plumbing.seeds``).
 

@@ -318,12 +318,10 @@ class Config(config.Loaded):
         "held-out problems every decoder of the math regime table decodes")
 
 
-def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int = 8,
-            gen_length: int = 48, block_length: int = 16, threshold: float = 0.9,
-            n_texts: int = 48, n_heldout: int = 256, judge: str = judges.SMOLLM2,
-            regime_samples: int = 32, temperature: float = 1.0, n_bootstrap: int = 2000,
-            device: str = "cpu", train_ds=None, test_ds=None) -> Measurement:
-    """Everything the models page measures, in the page's order.
+def measure(models: dict[str, Any], tokenizer, config: Config, *, train_ds=None,
+            test_ds=None) -> Measurement:
+    """Everything the models page measures, in the page's order, at ``config``'s
+    sizes and decode.
 
     ``models``: size name -> denoiser (``load_sizes``; the decoding and cache
     checks use ``models["base"]``); ``train_ds``/``test_ds``: the Brown splits
@@ -353,10 +351,10 @@ def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int 
         v[f"m_{size}_window_passes"] = seen[size] / (
             len(train_windows) * (train.SEQ_LEN - 1))
 
-    held = train.held_out_windows(tokenizer, n=n_heldout)
+    held = train.held_out_windows(tokenizer, n=config.n_heldout)
     v["m_n_heldout"] = len(held)
     top = most_frequent_token(tokenizer, train_windows)
-    acc = masked_accuracy(models, held, top, seed)
+    acc = masked_accuracy(models, held, top, config.seed)
     tables["accuracy"] = acc
     for r in acc.itertuples():
         key = accuracy_key(r.model, r.masked)
@@ -365,14 +363,16 @@ def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int 
     if set(SIZES) <= set(models):
         v["m_ladder_note"] = ladder_note(v)
 
-    v["m_block_length"] = block_length
+    v["m_block_length"] = config.block_length
     target = models["base"]
-    prompt = torch.full((n_samples, 1), BOS_ID, device=device)
+    prompt = torch.full((config.n_samples, 1), BOS_ID, device=config.device)
     arrays["runs"], tables["samples"] = unconditional_samples(
-        target, tokenizer, prompt, decoder_configs(gen_length, block_length, threshold))
+        target, tokenizer, prompt,
+        decoder_configs(config.gen_length, config.block_length, config.threshold))
     v["m_threshold_tokens_per_nfe"] = arrays["runs"]["threshold"].mean_tokens_per_nfe
-    v["m_cache_exact_full"] = cache_exactness(target, n_samples, gen_length, device)
-    cache = stale_cache_table(target, prompt, gen_length, block_length)
+    v["m_cache_exact_full"] = cache_exactness(target, config.n_samples,
+                                              config.gen_length, config.device)
+    cache = stale_cache_table(target, prompt, config.gen_length, config.block_length)
     tables["cache"] = cache
     v["m_cache_dual_tokens_small_block"] = cache.query("cache == 'dual'").sort_values(
         "block_length")["identical_tokens"].iloc[0]
@@ -385,20 +385,20 @@ def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int 
     v["m_tagger_words"] = agree["n_words"]
 
     t0 = time.perf_counter()
-    jm = judges.load_judge(judge, device=device)
+    jm = judges.load_judge(config.judge, device=config.device)
     judge_load = time.perf_counter() - t0
-    v.update(judge_separation(jm, test_ds, n_texts, seed))
+    v.update(judge_separation(jm, test_ds, config.n_texts, config.seed))
     v["m_judge_load_seconds"] = judge_load
 
     # the regime: how much of the window is text, and how fast each part decodes
-    runs = regime_runs(target, tokenizer, n_samples=regime_samples,
-                       gen_length=gen_length, block_length=block_length,
-                       threshold=threshold, temperature=temperature, seed=seed,
-                       device=device)
-    tables["regime"] = regime.regime_table(runs, tokenizer.eos_token_id, n_bootstrap,
-                                           seed)
-    v["m_regime_samples"] = regime_samples
-    v["m_regime_rule_threshold"] = threshold
-    v["m_regime_temperature"] = temperature
+    runs = regime_runs(target, tokenizer, n_samples=config.regime_samples,
+                       gen_length=config.gen_length, block_length=config.block_length,
+                       threshold=config.threshold, temperature=config.temperature,
+                       seed=config.seed, device=config.device)
+    tables["regime"] = regime.regime_table(runs, tokenizer.eos_token_id,
+                                           config.n_bootstrap, config.seed)
+    v["m_regime_samples"] = config.regime_samples
+    v["m_regime_rule_threshold"] = config.threshold
+    v["m_regime_temperature"] = config.temperature
     v.update(regime_values(tables["regime"]))
     return Measurement(v, tables, arrays)
