@@ -414,22 +414,9 @@ def measure(
 
     t0 = time.perf_counter()
     verify = decoder.verify_logits(target, prompt, config.gen_length)  # (B, G, V)
-    books = codebooks.codebooks(
-        target,
-        draft,
-        tok,
-        world,
-        prompt,
-        tokens,
-        anchors,
-        config.K,
-        book_seeds,
-        levels=config.levels,
-        n_train=config.n_train,
-        n_boot=config.n_bootstrap,
-        boot_seed=config.seed,
-        verify=verify,
-    )
+    books = codebooks.codebooks(target, draft, tok, world,
+                                codebooks.Scored(prompt, tokens, anchors), config,
+                                book_seeds, verify=verify)
     r.values["c2_codebooks_seconds"] = time.perf_counter() - t0
     first = books[book_seeds[0]]  # the codebook shown in detail
     costs = {

@@ -404,23 +404,9 @@ def measure(
     verify = verify_logits(
         target, prompt, config.gen_length
     )  # the target's one-shot view
-    books = codebooks.codebooks(
-        target,
-        draft_den,
-        tok,
-        world,
-        prompt,
-        tokens,
-        anchors,
-        config.K,
-        book_seeds,
-        levels=config.levels,
-        n_train=config.n_train,
-        n_boot=config.n_bootstrap,
-        boot_seed=config.seed,
-        unit=anchor_unit,
-        verify=verify,
-    )
+    books = codebooks.codebooks(target, draft_den, tok, world,
+                                codebooks.Scored(prompt, tokens, anchors, anchor_unit),
+                                config, book_seeds, verify=verify)
     first = books[book_seeds[0]]  # the codebook SSLD runs with end to end
     sid, drafters = first.sid, first.drafters
     table, alpha_values = acceptance(

@@ -441,22 +441,9 @@ def measure(
 
     t0 = time.perf_counter()
     seq_len = P + config.gen_length
-    books = codebooks.codebooks(
-        large,
-        draft_den,
-        tok_l,
-        world,
-        prompt,
-        tokens,
-        anchors,
-        config.K,
-        book_seeds,
-        levels=config.levels,
-        n_train=config.n_train,
-        n_boot=config.n_bootstrap,
-        boot_seed=config.seed,
-        seq_len=max(world.row_length, seq_len),
-    )
+    books = codebooks.codebooks(large, draft_den, tok_l, world,
+                                codebooks.Scored(prompt, tokens, anchors), config,
+                                book_seeds, seq_len=max(world.row_length, seq_len))
     table, table_piece, best = acceptance_tables(
         books,
         large,

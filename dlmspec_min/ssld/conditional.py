@@ -171,10 +171,10 @@ def key_figures(
     if not anchors.any():
         raise ValueError("the target's decode holds no content token: no anchors to "
                          "draft; decode more or longer samples")
-    books = codebooks.codebooks(target, draft, tokenizer, world, prompt, tokens,
-                                anchors, K, codebook_seeds, levels=levels,
-                                n_train=n_train, n_boot=n_boot, boot_seed=seed,
-                                head_kw=head_kw)
+    books = codebooks.codebooks(
+        target, draft, tokenizer, world, codebooks.Scored(prompt, tokens, anchors),
+        codebooks.Settings(K, levels, n_train, n_boot, seed), codebook_seeds,
+        head_kw=head_kw)
     first_book = next(iter(books.values()))
     table = codebooks.pooled_acceptance(books, tokens, anchors, n_boot, seed)
     table["c"] = [drafting.relative_cost(first_book.outputs[n], target, P + G)
