@@ -191,12 +191,16 @@ def acceptance_values(pooled: pd.DataFrame, pooled_piece: pd.DataFrame,
 # --- the sweep over K -----------------------------------------------------------------
 
 
-def k_sweep(target, draft, tokenizer, prompt, gen_length: int, K_sweep, K: int, sid,
-            first, verify, tokens, anchors, levels: int, n_bootstrap: int, seed: int):
+def k_sweep(target, draft, tokenizer, scored: codebooks.Scored, sid, first, verify,
+            config: Config):
     """alpha_SID of both drafts and of the target's first pass, and two chance
-    levels, at each K of ``K_sweep``: IDs and head refitted with the first
-    codebook's seed on the same decode, outputs and first pass (at ``K``: the
-    first codebook, whose IDs are ``sid``). Returns (long table, seconds)."""
+    levels, at each K of ``config.K_sweep``: IDs and head refitted with the first
+    codebook's seed on the same decode (``scored``), outputs and first pass (at
+    ``config.K``: the first codebook, whose IDs are ``sid``). Returns (long
+    table, seconds)."""
+    prompt, tokens, anchors = scored.prompt, scored.tokens, scored.anchors
+    gen_length, K_sweep, K = config.gen_length, config.K_sweep, config.K
+    levels, n_bootstrap, seed = config.levels, config.n_bootstrap, config.seed
     rows, t0, P = [], time.perf_counter(), prompt.shape[1]
     for k in K_sweep:
         if k == K:  # measured with the codebooks
@@ -346,6 +350,65 @@ class Config(config.Coded):
     K_sweep: list = shared("K_sweep", [16, 64, 256, 1024])
 
 
+def record_ids(r: Measurement, tok, prompt, models: Models, config: Config):
+    """The k-means IDs and their control (``semantic_ids``), recorded in ``r``;
+    returns the codebooks' seeds and the first codebook's IDs."""
+    book_seeds, sid, control, seconds = semantic_ids(
+        models.target, tok, config.K, config.levels, config.seed, config.n_codebooks
+    )
+    r.values.update(
+        c2_K=config.K, c2_n_clusters=sid.n_clusters, c2_kmeans_seconds=seconds
+    )
+    r.tables["clusters"] = cluster_examples(tok, sid, control, config.seed)
+    r.arrays.update(
+        sizes=sid.sizes().numpy(),
+        control_sizes=control.sizes().numpy(),
+        book_seeds=book_seeds,
+        prompt=prompt,
+    )
+    return book_seeds, sid
+
+
+def record_decode(r: Measurement, tok, world: World, prompt, accs, models: Models,
+                  config: Config):
+    """The target's decode and its anchors (``decode_anchors``), recorded in
+    ``r``; returns it."""
+    dec = decode_anchors(models.target, tok, world.roles(), prompt, accs, config.seed)
+    r.values.update(anchor_values(dec, config.n_samples))
+    r.tables["shares"] = class_shares(dec.classes)
+    r.arrays.update(
+        ref_name=dec.ref_name,
+        decode_seconds=dec.seconds,
+        texts=[tok.decode(row.tolist()) for row in dec.tokens[:3]],
+        tokens=dec.tokens,
+        anchors=dec.anchors,
+        anchors_piece=dec.anchors_piece,
+        continuation=dec.continuation,
+    )
+    return dec
+
+
+def record_codebooks(r: Measurement, world: World, scored: codebooks.Scored, verify,
+                     book_seeds, models: Models, config: Config):
+    """The codebooks on the decode (``codebooks.codebooks``) and the first one's
+    draft costs, recorded in ``r``; returns (books, costs)."""
+    t0 = time.perf_counter()
+    books = codebooks.codebooks(models.target, models.draft, models.tokenizer, world,
+                                scored, config, book_seeds, verify=verify)
+    r.values["c2_codebooks_seconds"] = time.perf_counter() - t0
+    first = books[book_seeds[0]]  # the codebook shown in detail
+    L = scored.prompt.shape[1] + config.gen_length
+    costs = {name: drafting.relative_cost(out, models.target, L)
+             for name, out in first.outputs.items()}
+    r.arrays.update(
+        books=books,
+        costs=costs,
+        n_windows=first.windows.shape[0],
+        head_losses=first.drafters[HEAD].head.losses,
+    )
+    return books, costs
+
+
 def measure(
     models: Models,
     world: World,
@@ -371,11 +434,9 @@ def measure(
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0:
             raise ValueError(f"{name} must be a positive number, got {x!r}")
     target, draft, tok = models.target, models.draft, models.tokenizer
-    lexicon = world.roles()
     prompt = world.prompts(
         tok, config.n_samples, seed=config.seed, device=config.device
     )
-    P = prompt.shape[1]
     accs = accelerators.accelerators(
         config.gen_length,
         config.block_length,
@@ -384,51 +445,15 @@ def measure(
         supports_cache=target.supports_cache,
     )
     r = Measurement()
-    book_seeds, sid, control, seconds = semantic_ids(
-        target, tok, config.K, config.levels, config.seed, config.n_codebooks
-    )
-    r.values.update(
-        c2_K=config.K, c2_n_clusters=sid.n_clusters, c2_kmeans_seconds=seconds
-    )
-    r.tables["clusters"] = cluster_examples(tok, sid, control, config.seed)
-    r.arrays.update(
-        sizes=sid.sizes().numpy(),
-        control_sizes=control.sizes().numpy(),
-        book_seeds=book_seeds,
-        prompt=prompt,
-    )
+    book_seeds, sid = record_ids(r, tok, prompt, models, config)
 
-    dec = decode_anchors(target, tok, lexicon, prompt, accs, config.seed)
+    dec = record_decode(r, tok, world, prompt, accs, models, config)
     tokens, anchors = dec.tokens, dec.anchors
-    r.values.update(anchor_values(dec, config.n_samples))
-    r.tables["shares"] = class_shares(dec.classes)
-    r.arrays.update(
-        ref_name=dec.ref_name,
-        decode_seconds=dec.seconds,
-        texts=[tok.decode(row.tolist()) for row in tokens[:3]],
-        tokens=tokens,
-        anchors=anchors,
-        anchors_piece=dec.anchors_piece,
-        continuation=dec.continuation,
-    )
 
-    t0 = time.perf_counter()
     verify = decoder.verify_logits(target, prompt, config.gen_length)  # (B, G, V)
-    books = codebooks.codebooks(target, draft, tok, world,
-                                codebooks.Scored(prompt, tokens, anchors), config,
-                                book_seeds, verify=verify)
-    r.values["c2_codebooks_seconds"] = time.perf_counter() - t0
+    books, costs = record_codebooks(r, world, codebooks.Scored(prompt, tokens, anchors),
+                                    verify, book_seeds, models, config)
     first = books[book_seeds[0]]  # the codebook shown in detail
-    costs = {
-        name: drafting.relative_cost(out, target, P + config.gen_length)
-        for name, out in first.outputs.items()
-    }
-    r.arrays.update(
-        books=books,
-        costs=costs,
-        n_windows=first.windows.shape[0],
-        head_losses=first.drafters[HEAD].head.losses,
-    )
 
     pooled = codebooks.pooled_acceptance(
         books, tokens, anchors, config.n_bootstrap, config.seed
@@ -448,23 +473,9 @@ def measure(
         chance=pd.Series(chance, name=chance_name).to_frame(),
     )
 
-    sweep, seconds = k_sweep(
-        target,
-        draft,
-        tok,
-        prompt,
-        config.gen_length,
-        config.K_sweep,
-        config.K,
-        sid,
-        first,
-        verify,
-        tokens,
-        anchors,
-        config.levels,
-        config.n_bootstrap,
-        config.seed,
-    )
+    sweep, seconds = k_sweep(target, draft, tok,
+                             codebooks.Scored(prompt, tokens, anchors), sid, first,
+                             verify, config)
     r.values["c2_sweep_seconds"] = seconds
     r.values.update(sweep_values(sweep))
     r.tables["sweep"] = sweep
