@@ -387,16 +387,17 @@ def traj_exact(c3: Measurement) -> float:
     return float((gen[DUAL] == gen[TRAJ]).all(dim=1).double().mean())
 
 
-def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
-                    n_codebooks: int, n_train: int, n_permutations: int,
-                    n_bootstrap: int, seed: int, device: str = "cpu",
+def measure_setting(models, world: MathWorld, config: Config, *, n_codebooks: int,
                     verdict: Callable[[str, dict], str],
                     ids: str = "kmeans") -> dict[str, Any]:
     """One setting's figures (``COLUMNS``' keys but competence), measured by C3's
-    and C4's own code at the world's decode, with the semantic IDs ``ids``
-    (``INSTRUMENTS``). C4 compares cluster with token verification, which
-    fine IDs (every token its own cluster) make one and the same: it is not
-    measured there."""
+    and C4's own code at the world's decode and ``config``'s sizes, pooling
+    ``n_codebooks`` codebooks, with the semantic IDs ``ids`` (``INSTRUMENTS``).
+    C4 compares cluster with token verification, which fine IDs (every token
+    its own cluster) make one and the same: it is not measured there."""
+    n_samples, K, n_train = config.n_samples, config.K, config.n_train
+    n_permutations, n_bootstrap = config.n_permutations, config.n_bootstrap
+    seed, device = config.seed, config.device
     if ids not in INSTRUMENTS:
         raise ValueError(f"ids must be one of {sorted(INSTRUMENTS)}, got {ids!r}")
     d = world.decode
@@ -533,11 +534,8 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
                      f"on {world.target} with {world.draft}, {ids} IDs "
                      f"({config.n_samples} questions, {books} "
                      f"codebook{'s' * (books > 1)})")
-            figures = measure_setting(
-                models, world, n_samples=config.n_samples, K=config.K,
-                n_codebooks=books, n_train=config.n_train,
-                n_permutations=config.n_permutations, n_bootstrap=config.n_bootstrap,
-                seed=config.seed, device=config.device, verdict=verdict, ids=ids)
+            figures = measure_setting(models, world, config, n_codebooks=books,
+                                      verdict=verdict, ids=ids)
             status = "measured"
         figures.update(competence(world.target, competent or {}))
         v.update({f"r_{name}_{k}": x for k, x in figures.items()})

@@ -40,41 +40,17 @@ class World:
     entry: catalogue.Entry
     tagger: Callable[[list[str]], list[str]] | None = None
 
-    @property
-    def name(self) -> str:
-        return self.entry.name
-
-    @property
-    def title(self) -> str:
-        return self.entry.title
-
-    @property
-    def ladder(self) -> tuple[str, ...]:
-        return self.entry.ladder
-
-    @property
-    def draft(self) -> str:
-        return self.entry.role("draft")
-
-    @property
-    def target(self) -> str:
-        return self.entry.role("target")
-
-    @property
-    def strong(self) -> str:
-        return self.entry.role("strong")
-
-    @property
-    def decode(self) -> dict:
-        return self.entry.decode
-
-    @property
-    def context_free(self) -> bool:
-        return self.entry.context_free
-
-    @property
-    def order_in_blocks(self) -> bool:
-        return self.entry.order_in_blocks
+    # the entry's facts, read from it (never restated here)
+    name = property(lambda self: self.entry.name)
+    title = property(lambda self: self.entry.title)
+    ladder = property(lambda self: self.entry.ladder)
+    decode = property(lambda self: self.entry.decode)
+    context_free = property(lambda self: self.entry.context_free)
+    order_in_blocks = property(lambda self: self.entry.order_in_blocks)
+    # the claims' roles: model names of the entry's rungs
+    draft = property(lambda self: self.entry.role("draft"))
+    target = property(lambda self: self.entry.role("target"))
+    strong = property(lambda self: self.entry.role("strong"))
 
     def order_blocks(self, block_length: int) -> int | None:
         """The block length of C1's order decodes in this world: ``block_length``
