@@ -272,6 +272,16 @@ class Config(config.Sampled):
     n_bootstrap: int = 1000
 
 
+def decoder_table(results: dict, seconds: dict) -> pd.DataFrame:
+    """Each decoder's forwards per sample, tokens per step and seconds."""
+    return pd.DataFrame({
+        "forwards per sample": {k: r.nfe.float().mean().item()
+                                for k, r in results.items()},
+        "tokens per step": {k: r.mean_tokens_per_nfe for k, r in results.items()},
+        "seconds": seconds,
+    }).round(2)
+
+
 def measure(models: Models, world: World, config: Config) -> Measurement:
     """The whole C1 measurement of notebook 01 (the parameters are the page's;
     only ``models.target`` and its tokenizer are used), in ``world`` (its prompts,
@@ -310,20 +320,8 @@ def measure(models: Models, world: World, config: Config) -> Measurement:
         device=config.device,
         block_length=world.order_blocks(config.block_length),
     )
-    tables = {
-        "decoders": pd.DataFrame(
-            {
-                "forwards per sample": {
-                    k: r.nfe.float().mean().item() for k, r in results.items()
-                },
-                "tokens per step": {
-                    k: r.mean_tokens_per_nfe for k, r in results.items()
-                },
-                "seconds": seconds,
-            }
-        ).round(2),
-        "samples": sample_rows(results, tokens, tokenizer),
-    }
+    tables = {"decoders": decoder_table(results, seconds),
+              "samples": sample_rows(results, tokens, tokenizer)}
     boot = dict(n_bootstrap=config.n_bootstrap, seed=config.seed)
     rows = order_summaries(tokens, config.block_length, **boot)
     tables["summary"] = summary_table(rows)
