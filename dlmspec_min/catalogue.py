@@ -189,7 +189,8 @@ def of_model(name: str) -> Entry | None:
     return None
 
 
-def embedded_models() -> tuple[str, ...]:
-    """Every rung of every world's ladder, as ``<folder>/<size>`` (``small`` for
-    prose's): what ``decoding.denoisers`` registers (tested equal)."""
-    return tuple(m[len(EMBEDDED):] for e in ENTRIES for m in e.ladder)
+def rungs() -> tuple[str, ...]:
+    """Every rung of every world's ladder (``dlmspec/<folder>/<size>``), trained
+    or not: the names a page may give a model parameter besides the decoder's
+    (``decoding.denoisers.embedded_models``: those on this machine)."""
+    return tuple(m for e in ENTRIES for m in e.ladder)

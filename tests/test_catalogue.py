@@ -2,8 +2,9 @@
 
 Each entry must build its world, and every place that needs a world's facts
 reads them from the entry: the worlds, the parameter rules, the runner, the
-claims' glue suffixes, training and the decoder's list of embedded models (the
-one copy left, since ``decoding/`` imports nothing; checked equal here).
+claims' glue suffixes and training; the decoder, which imports nothing of the
+package, finds the ladders' folders on disk (``tests/test_new_world.py`` adds a
+world).
 """
 
 import shutil
@@ -70,13 +71,18 @@ def test_an_entrys_defaults_are_parameters_the_rules_check(name):
         params.check(k, v)
 
 
-def test_the_decoders_embedded_models_are_the_catalogues_ladders():
-    assert set(denoisers.EMBEDDED_MODELS) == {
-        catalogue.EMBEDDED + m for m in catalogue.embedded_models()}
-    # its hint for training a missing rung names the rung's world
+def test_the_decoder_finds_every_trained_rung_of_the_catalogues_ladders_on_disk():
+    """The decoder lists no world: it finds the ladders' folders on disk, and its
+    hint for a missing rung names the folder, whose world train_math finds."""
+    trained = {m for m in catalogue.rungs()
+               if (models_dir() / m.removeprefix(catalogue.EMBEDDED)
+                   / "config.json").is_file()}
+    assert trained and trained <= set(denoisers.embedded_models())
+    assert all(denoisers.EMBEDDED_NAME.match(m) for m in catalogue.rungs())
     for name in MATH_WORLDS:
-        folder = catalogue.get(name).folder
-        assert denoisers.MATH_FOLDER_WORLDS.get(folder, folder) == name
+        assert train_math.world_of_folder(catalogue.get(name).folder) == name
+    with pytest.raises(ValueError, match="no math world"):
+        train_math.world_of_folder("nowhere")
 
 
 def test_training_trains_exactly_the_math_worlds():

@@ -51,7 +51,7 @@ def test_papermill_reads_the_configs_names_types_and_defaults(stem):
         seen = found[f.name]
         assert seen["inferred_type_name"] == f.type, f.name
         assert ast.literal_eval(seen["default"]) == getattr(defaults, f.name), f.name
-        assert seen["help"] == f.metadata["help"], f.name
+        assert seen["help"] == cls.help(f.name), f.name
 
 
 @pytest.mark.parametrize("stem", sorted(CONFIGS))
@@ -120,11 +120,17 @@ def test_help_that_papermill_would_skip_is_refused_and_types_are_cell_types():
         Bad.cell()
 
 
-def test_the_world_help_names_every_catalogue_world():
-    for cls in CONFIGS.values():
-        if "world" in cls.names():
-            help_ = next(f for f in cls.fields() if f.name == "world").metadata["help"]
-            assert all(name in help_ for name in catalogue.NAMES), cls.NOTEBOOK
+def test_no_cell_lists_the_catalogues_worlds_the_runners_help_does(capsys):
+    """A new catalogue entry changes no parameters cell (so no page re-executes);
+    the runner's --help names every world."""
+    others = [n for n in catalogue.NAMES if n not in catalogue.BOOK]
+    for stem, cls in CONFIGS.items():
+        assert not [n for n in others if re.search(rf"\b{n}\b", cls.cell())], stem
+    from dlmspec_min.plumbing import run
+
+    assert run.main([str(ROOT / "notebooks" / "03_win_condition.md"), "--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in catalogue.NAMES)
 
 
 def test_a_cell_is_rewritten_in_place_and_one_cell_is_required():
@@ -169,3 +175,48 @@ def test_the_readme_s_config_example_measures_as_written():
     assert (config.n_samples, config.n_permutations, config.K) == (8, 200, 256)
     assert result.values["c4_n_permutations"] == 200
     assert 0 <= result.values["c4_alpha_tok"] <= 1
+
+
+def test_a_pages_decode_is_its_worlds_and_an_override_says_so():
+    """The prose world's decode is written once, in its catalogue entry: a page
+    takes it from the base Config, and a page whose default differs says so in
+    its cell."""
+    world = catalogue.get(catalogue.DEFAULT).defaults
+    assert config.WORLD_DECODE == {k: world[k] for k in config.WORLD_DECODE}
+    for stem, cls in CONFIGS.items():
+        for name in set(config.WORLD_DECODE) & set(cls.names()):
+            own = getattr(cls(), name) != world[name]
+            assert own == ("(this page's; the world's is" in cls.help(name)), (
+                stem, name)
+
+
+def _class_source(cls) -> ast.ClassDef:
+    import inspect
+
+    tree = ast.parse(inspect.getsource(inspect.getmodule(cls)))
+    return next(n for n in tree.body
+                if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
+
+
+@pytest.mark.parametrize("stem", sorted(CONFIGS))
+def test_no_page_restates_a_shared_default(stem):
+    """A page writes a shared name's value only where it differs from the base's
+    (a literal or shared(name, value)); help and rule stay with the name."""
+    cls = CONFIGS[stem]
+    for node in _class_source(cls).body:
+        if not (isinstance(node, ast.AnnAssign) and node.target.id in config.SHARED):
+            continue
+        name, value = node.target.id, node.value
+        if name == "n_samples":  # every page states its own size
+            continue
+        if isinstance(value, ast.Call) and len(value.args) <= 1:
+            continue  # shared(name[, note=...]): the base's default
+        try:
+            written = ast.literal_eval(value if not isinstance(value, ast.Call)
+                                       else value.args[1])
+        except ValueError:  # read from elsewhere (the catalogue), not written
+            continue
+        base = next((getattr(b(), name) for b in cls.__mro__[1:]
+                     if name in getattr(b, "__dataclass_fields__", {})),
+                    config.SHARED[name][0])
+        assert written != base, (stem, name, written)

@@ -118,10 +118,11 @@ def test_drafts_and_verify_pass_read_the_prompt(tiny):
 @pytest.fixture(scope="module")
 def figures(tiny):
     (target, tok), (draft, _) = tiny["target"], tiny["draft"]
-    kw = dict(K=8, codebook_seeds=[0, 1], n_train=16,
-              world=retagged(PROSE, tiny["lexicon"]),
-              gen_length=G, block_length=BL, threshold=0.5, temperature=1.0, seed=3,
-              n_boot=100, e2e_infill="Fast-dLLM threshold + dual cache",
+    settings = conditional.Settings(K=8, n_train=16, gen_length=G, block_length=BL,
+                                    threshold=0.5, temperature=1.0, seed=3,
+                                    n_bootstrap=100)
+    kw = dict(codebook_seeds=[0, 1], world=retagged(PROSE, tiny["lexicon"]),
+              settings=settings, e2e_infill="Fast-dLLM threshold + dual cache",
               head_kw=dict(steps=5))
     out = {"prompted": conditional.key_figures(target, draft, tok, _prompts(tok), **kw),
            "again": conditional.key_figures(target, draft, tok, _prompts(tok), **kw),

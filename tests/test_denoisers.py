@@ -11,11 +11,11 @@ from transformers import BertConfig, BertForMaskedLM
 from dlmspec_min.decoding.config import DecodeConfig
 from dlmspec_min.decoding.decode import generate
 from dlmspec_min.decoding.denoisers import (
-    EMBEDDED_MODELS,
     PAPER_MODELS,
     Denoiser,
     MDLMDenoiser,
     ModelNotAvailableError,
+    embedded_models,
     known_model_names,
     load_denoiser,
 )
@@ -149,7 +149,7 @@ def test_embedded_missing(monkeypatch, tmp_path):
 
 
 def test_embedded_model_and_cache(data_dir):
-    assert "dlmspec/small" in EMBEDDED_MODELS
+    assert "dlmspec/small" in embedded_models()
     den, tok = load_denoiser("dlmspec/small")
     assert tok is None  # none saved next to these weights
     assert den.mask_id == 4 and den.supports_cache
@@ -189,11 +189,13 @@ def test_embedded_model_and_cache(data_dir):
 def test_a_missing_rung_of_a_ladder_says_how_to_train_it(tmp_path, monkeypatch):
     from dlmspec_min.decoding import denoisers
 
-    assert {"dlmspec/math/large", "dlmspec/math_free/large"} <= set(EMBEDDED_MODELS)
+    assert {"dlmspec/math/large", "dlmspec/math_free/large"} <= set(
+        denoisers.embedded_models())
     monkeypatch.setattr(denoisers, "models_dir", lambda: tmp_path)
+    assert denoisers.embedded_models() == ()  # read from the disk, none listed
     for name, how in [
-            ("dlmspec/math_free/large", "train_math --size large --world math`"),
-            ("dlmspec/math/base", "train_math --size base --world math_narrow`"),
+            ("dlmspec/math_free/large", "train_math --size large --folder math_free`"),
+            ("dlmspec/math/base", "train_math --size base --folder math`"),
             ("dlmspec/small", "training.train --size small`")]:
         with pytest.raises(ModelNotAvailableError, match=re.escape(how)):
             load_denoiser(name)

@@ -12,6 +12,7 @@ from dlmspec_min.decoding.denoisers import Denoiser
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.experiments import math_models as page
 from dlmspec_min.experiments.common import Measurement
+from dlmspec_min.experiments.models import Config as sizes
 from dlmspec_min.plumbing.claims import evaluate, load_registry
 from dlmspec_min.training import train_math
 from dlmspec_min.training.tokenizer import EOS_ID, MASK_ID
@@ -50,8 +51,9 @@ def test_grade_reads_answers_endings_and_empty_texts(tok):
 
 def test_measure_on_tiny_models_reports_a_missing_one(tok):
     models = {"small": tiny(tok, 0), "base": tiny(tok, 1), "large": None}
-    r = page.measure(models, tok, n_problems=6, n_unseen=4, regime_problems=3,
-                     n_bootstrap=50, batch_size=4)
+    r = page.measure(models, tok, sizes(math_problems=6, math_unseen=4,
+                                        math_regime_problems=3, n_bootstrap=50),
+                     batch_size=4)
     v = r.values
     for key in ("m_math_small_answer_acc", "m_math_base_answer_acc",
                 "m_math_threshold_tokens_per_nfe", "m_math_ended_share"):
@@ -105,8 +107,8 @@ def test_measure_on_tiny_models_reports_a_missing_one(tok):
     if v["m_math_n_unseen"] == 0:  # a world that holds no template back
         assert math.isnan(v["m_math_small_unseen_answer_acc"])
         assert "unseen templates" not in r.tables["ladder"].columns
-    with pytest.raises(ValueError, match="n_problems must be"):
-        page.measure(models, tok, n_problems=0)
+    with pytest.raises(ValueError, match="math_problems must be"):
+        page.measure(models, tok, sizes(math_problems=0))
 
 
 def test_the_free_ladder_is_measured_on_its_own_world_under_its_own_names(tok):
@@ -132,8 +134,9 @@ def test_the_free_ladder_is_measured_on_its_own_world_under_its_own_names(tok):
                    for p in MATH_NARROW.problems(40))
     models = {"small": tiny(tok, 0), "base": tiny(tok, 1), "large": None}
     goals = load_registry()["checks"]["models"]["free_targets"]
-    r = page.free_ladder(tok, goals, evaluate, models, n_problems=4, n_unseen=2,
-                         regime_problems=2, n_bootstrap=20, batch_size=4)
+    r = page.free_ladder(tok, goals, evaluate,
+                         sizes(math_problems=4, math_unseen=2, math_regime_problems=2,
+                               n_bootstrap=20), models, batch_size=4)
     v = r.values
     assert v and all(k.startswith("m_free_") for k in v)
     assert v["m_free_targets_total"] == len(r.tables["targets"]) == 5
@@ -154,7 +157,8 @@ def test_the_free_ladder_is_measured_on_its_own_world_under_its_own_names(tok):
     side = page.side_by_side(r.tables["regime"], {"free": r, "gone": Measurement()})
     assert {"prose", "free"} == set(side.index.get_level_values(0))
     with pytest.raises(ValueError, match="prefix"):
-        page.measure(models, tok, n_problems=2, world=MATH_FREE, prefix="free")
+        page.measure(models, tok, sizes(math_problems=2), world=MATH_FREE,
+                     prefix="free")
 
 
 def test_the_first_world_s_kept_ladder_is_measured_on_its_own_world(tmp_path,
@@ -198,7 +202,7 @@ def test_the_ladder_s_ordering_is_read_from_the_intervals():
 
 def test_without_base_the_regime_figures_are_nan(tok):
     r = page.measure({"small": tiny(tok), "base": None, "large": None}, tok,
-                     n_problems=2, n_unseen=2, n_bootstrap=20)
+                     sizes(math_problems=2, math_unseen=2, n_bootstrap=20))
     assert math.isnan(r["m_math_threshold_tokens_per_nfe"])
     assert math.isnan(r["m_math_ended_share"]) and "regime" not in r.tables
     assert math.isnan(r[f"m_math_block{train_math.BLOCK_LENGTH}_tokens_per_nfe"])

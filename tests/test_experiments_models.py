@@ -39,7 +39,8 @@ MATH_PREFIXES = (MATH_PREFIX, "m_pilot_", "m_first_", "m_fp_", "m_free_")
 @pytest.fixture(scope="module")
 def result(sizes, splits):
     models, tok = sizes
-    return page.measure(models, tok, train_ds=splits[0], test_ds=splits[1], **TINY)
+    return page.measure(models, tok, page.Config(**TINY), train_ds=splits[0],
+                        test_ds=splits[1])
 
 
 def test_every_value_the_page_and_its_gates_read_is_measured(result):
@@ -174,8 +175,8 @@ def test_judge_separation_scores_real_then_shuffled_seeded_texts(splits):
 def test_measure_needs_a_base_model(sizes, splits):
     models, tok = sizes
     with pytest.raises(ValueError, match="'base' entry"):
-        page.measure({"small": models["small"]}, tok, train_ds=splits[0],
-                     test_ds=splits[1], **TINY)
+        page.measure({"small": models["small"]}, tok, page.Config(**TINY),
+                     train_ds=splits[0], test_ds=splits[1])
 
 
 def test_a_ratio_over_zero_is_infinite_or_undefined():

@@ -137,7 +137,8 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
 
     def gone(name, setting):  # narrow_fine as if its target were missing: shorter
         w = world_of(name, setting)
-        return (dataclasses.replace(w, target="dlmspec/math_gone/base")
+        gone_entry = dataclasses.replace(w.entry, folder="math_gone")  # its ladder
+        return (dataclasses.replace(w, entry=gone_entry)
                 if name == "narrow_fine" else w)
 
     monkeypatch.setattr(ra, "setting_world", gone)
@@ -416,7 +417,7 @@ def test_a_fine_setting_pools_n_codebooks_fine_and_a_kmeans_one_n_codebooks(
     fourth session): their settings fit the head n_codebooks_fine times."""
     used, said = {}, []
 
-    def recorded(models, world, *, n_codebooks, ids, **kw):
+    def recorded(models, world, config, *, n_codebooks, ids, **kw):
         used[world.name, ids] = n_codebooks
         return {**{k: math.nan for k in ra.COLUMNS}, "strongest": "x",
                 "c3_verdict": "inconclusive", "c4_verdict": "inconclusive"}

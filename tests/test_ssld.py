@@ -418,8 +418,10 @@ def test_codebooks_rebuild_ids_and_head_per_seed_and_pool_over_them(tiny):
     prompt = torch.full((B, 1), tok.bos_token_id)
     tokens = torch.randint(5, 8192, (B, Gn), generator=torch.Generator().manual_seed(4))
     anchors = torch.rand(B, Gn, generator=torch.Generator().manual_seed(5)) < 0.7
-    books = codebooks.codebooks(target, draft_den, tok, world, prompt, tokens,
-                                anchors, 8, [3, 0], n_train=16, n_boot=50)
+    scored = codebooks.Scored(prompt, tokens, anchors)
+    books = codebooks.codebooks(target, draft_den, tok, world, scored,
+                                codebooks.Settings(K=8, n_train=16, n_bootstrap=50),
+                                [3, 0])
     assert list(books) == [3, 0]
     verify = decoder.verify_logits(target, prompt, Gn)
     for s in (3, 0):
@@ -463,11 +465,11 @@ def test_codebooks_rebuild_ids_and_head_per_seed_and_pool_over_them(tiny):
     assert codebooks.codebook_seeds(0, 5) == [0, 1, 2, 3, 4]
     assert codebooks.codebook_seeds(1, 5) == [5, 6, 7, 8, 9]
     with pytest.raises(ValueError, match="at least one seed"):
-        codebooks.codebooks(target, draft_den, tok, world, prompt, tokens, anchors, 8,
-                            [])
+        codebooks.codebooks(target, draft_den, tok, world, scored,
+                            codebooks.Settings(K=8), [])
     with pytest.raises(ValueError, match="distinct"):
-        codebooks.codebooks(target, draft_den, tok, world, prompt, tokens, anchors, 8,
-                       [1, 1])
+        codebooks.codebooks(target, draft_den, tok, world, scored,
+                            codebooks.Settings(K=8), [1, 1])
     with pytest.raises(ValueError, match="codebooks must be an integer"):
         codebooks.codebook_seeds(0, 0)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,19 +37,15 @@ from .files import (
 
 ALLOW_HUB_ENV = "DLMSPEC_ALLOW_HUB"
 EMBEDDED_PREFIX = "dlmspec/"
-EMBEDDED_SIZES = ("small", "base", "large")  # the prose world's ladder
-# the math ladders (generated grade-school problems, SPEC.md section 6), by
-# folder: the worlds of dlmspec_min.catalogue, whose ladders this list names
-# again because this folder imports nothing of the rest of the package
-# (tests/test_catalogue.py keeps the two equal): math_free/ (the claims' math
-# world, "math"), math/ ("math_narrow"), math_order/ and math_chains/ (regime
-# settings; not every rung is trained)
-EMBEDDED_MATH_SIZES = ("math_free/small", "math_free/base", "math_free/large",
-                       "math/small", "math/base", "math/large",
-                       "math_order/small", "math_order/base", "math_order/large",
-                       "math_chains/small", "math_chains/base", "math_chains/large")
-# the catalogue world of a math ladder folder (tested against the catalogue)
-MATH_FOLDER_WORLDS = {"math_free": "math", "math": "math_narrow"}
+EMBEDDED_SIZES = ("small", "base", "large")  # the rungs of every ladder
+# An embedded model is a folder of the data: dlmspec/<size> (the prose ladder,
+# data/models/<size>) or dlmspec/<folder>/<size> (a math world's ladder,
+# data/models/<folder>/<size>). Which ladders exist is read from the disk
+# (``embedded_models``), never listed here: the worlds are dlmspec_min.catalogue's,
+# and this folder imports nothing of the rest of the package.
+EMBEDDED_NAME = re.compile(
+    rf"^{re.escape(EMBEDDED_PREFIX)}(?:(?P<folder>[a-z0-9_]+)/)?"
+    rf"(?P<size>{'|'.join(EMBEDDED_SIZES)})$")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
 
 LLADA_MASK_ID, LLADA_EOS_ID, LLADA_EOT_ID = 126336, 126081, 126348
@@ -124,8 +121,19 @@ PAPER_MODELS: dict[str, ModelSpec] = {
         ),
     )
 }
-EMBEDDED_MODELS = tuple(
-    EMBEDDED_PREFIX + s for s in (*EMBEDDED_SIZES, *EMBEDDED_MATH_SIZES))
+
+
+def embedded_models() -> tuple[str, ...]:
+    """The embedded models on this machine: every ``data/models/<size>`` and
+    ``data/models/<folder>/<size>`` (``models_dir()``) that holds a config.json,
+    as ``dlmspec/...`` names, sorted. A world's ladder is found by its folder:
+    adding a world adds no line here."""
+    root = models_dir()
+    found = [p.parent.relative_to(root).as_posix()
+             for pattern in ("*/config.json", "*/*/config.json")
+             for p in root.glob(pattern)]
+    return tuple(sorted(EMBEDDED_PREFIX + f for f in found
+                        if EMBEDDED_NAME.match(EMBEDDED_PREFIX + f)))
 
 # How a config.json names a paper model's family: by its model_type, by an
 # architecture, or by the module its auto_map points to. Members of one family
@@ -447,12 +455,12 @@ def _from_local_dir(path: Path, trust_remote_code: bool, device, dtype,
 def _load_embedded(name: str, device, dtype, device_map=None):
     size = name[len(EMBEDDED_PREFIX) :]
     path = models_dir() / size
-    world, _, short = size.rpartition("/")
-    trainer = "train_math" if world.startswith("math") else "train"
-    # train_math's --world: the catalogue world whose ladder the folder holds
-    ladder = (f" --world {MATH_FOLDER_WORLDS.get(world, world)}"
-              if world.startswith("math") else "")
-    how = f"`python -m dlmspec_min.training.{trainer} --size {short}{ladder}`"
+    folder, _, short = size.rpartition("/")
+    # a ladder in a folder is a math world's (train_math finds the world whose
+    # folder it is); the prose ladder's rungs lie in data/models itself
+    how = (f"`python -m dlmspec_min.training.train_math --size {short} --folder "
+           f"{folder}`" if folder else
+           f"`python -m dlmspec_min.training.train --size {short}`")
     if from_package() and size not in SHIPPED_MODELS:
         shipped = ", ".join(EMBEDDED_PREFIX + s for s in SHIPPED_MODELS)
         raise ModelNotAvailableError(
@@ -558,11 +566,12 @@ def known_model_names() -> list[str]:
     Returns
     -------
     list of str
-        The embedded models (``dlmspec/small`` ... ``dlmspec/math/large``),
-        then the paper-scale denoisers (``GSAI-ML/LLaDA-8B-Base``, ...).
+        The embedded models on this machine (``embedded_models()``:
+        ``dlmspec/base`` ... ``dlmspec/math_free/small`` ...), then the
+        paper-scale denoisers (``GSAI-ML/LLaDA-8B-Base``, ...).
     """
     paper = [n for n, spec in PAPER_MODELS.items() if spec.role == "denoiser"]
-    return [*EMBEDDED_MODELS, *paper]
+    return [*embedded_models(), *paper]
 
 
 def load_denoiser(
@@ -627,7 +636,7 @@ def load_denoiser(
     """
     name = str(name_or_path)
     dtype, device_map = _torch_dtype(dtype), _device_map(device_map)
-    if name in EMBEDDED_MODELS:
+    if EMBEDDED_NAME.match(name):  # on this machine or not: it says how to get it
         return _load_embedded(name, device, dtype, device_map)
     if name in PAPER_MODELS:
         return _load_registry(PAPER_MODELS[name], trust_remote_code, device, dtype,

@@ -26,7 +26,7 @@ from ..measures.tagger import CONTENT, FUNCTION, PUNCT
 from ..worlds import World
 from . import config
 from .common import Measurement, Models
-from .config import param
+from .config import shared
 
 PRIMARY, RANDOM = "confidence", "random"
 CLASS_ORDER = [CONTENT, FUNCTION, PUNCT]
@@ -259,32 +259,27 @@ def threshold_table(par: dict) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Sampled):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "01_easy_first"
 
-    world: str = config.world_param("01_easy_first")
-    model: str = param("dlmspec/base",
-        "denoiser: dlmspec/small|base|large, a registry name or a local folder")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    n_samples: int = param(24, "unconditional samples per decoder")
-    gen_length: int = param(32, "generated tokens per sample (after the [BOS] prompt)")
-    block_length: int = param(8,
-        "block length of the secondary, semi-autoregressive row")
-    temperature: float = param(1.0,
-        "proposal sampling temperature; 0 is greedy and makes all samples "
-        "identical")
-    threshold: float = param(0.9,
-        "Fast-dLLM confidence threshold (its default; the registered c1_thr_* "
-        "keys)")
-    thresholds: list[float] = param([0.1],
-        "lower thresholds also run, to see what parallel steps hold")
-    n_bootstrap: int = param(1000, "bootstrap replicates (resampling whole sequences)")
-    seed: int = param(0, "seed of every random draw")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
+    n_samples: int = shared("n_samples", 24, "unconditional, after the [BOS] prompt")
+    gen_length: int = 32
+    block_length: int = shared("block_length", 8,
+                               "the secondary, semi-autoregressive row's")
+    thresholds: list[float] = shared("thresholds")
+    n_bootstrap: int = 1000
+
+
+def decoder_table(results: dict, seconds: dict) -> pd.DataFrame:
+    """Each decoder's forwards per sample, tokens per step and seconds."""
+    return pd.DataFrame({
+        "forwards per sample": {k: r.nfe.float().mean().item()
+                                for k, r in results.items()},
+        "tokens per step": {k: r.mean_tokens_per_nfe for k, r in results.items()},
+        "seconds": seconds,
+    }).round(2)
 
 
 def measure(models: Models, world: World, config: Config) -> Measurement:
@@ -325,20 +320,8 @@ def measure(models: Models, world: World, config: Config) -> Measurement:
         device=config.device,
         block_length=world.order_blocks(config.block_length),
     )
-    tables = {
-        "decoders": pd.DataFrame(
-            {
-                "forwards per sample": {
-                    k: r.nfe.float().mean().item() for k, r in results.items()
-                },
-                "tokens per step": {
-                    k: r.mean_tokens_per_nfe for k, r in results.items()
-                },
-                "seconds": seconds,
-            }
-        ).round(2),
-        "samples": sample_rows(results, tokens, tokenizer),
-    }
+    tables = {"decoders": decoder_table(results, seconds),
+              "samples": sample_rows(results, tokens, tokenizer)}
     boot = dict(n_bootstrap=config.n_bootstrap, seed=config.seed)
     rows = order_summaries(tokens, config.block_length, **boot)
     tables["summary"] = summary_table(rows)

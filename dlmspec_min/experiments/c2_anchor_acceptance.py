@@ -39,7 +39,7 @@ from ..ssld import (
 from ..worlds import World
 from . import config
 from .common import Measurement, Models
-from .config import param
+from .config import shared
 
 HEAD = drafting.HeadDraft.name  # "small model + trained SID head"
 MARGINAL = drafting.SmallMarginalDraft.name  # "small model, cluster marginal"
@@ -191,12 +191,16 @@ def acceptance_values(pooled: pd.DataFrame, pooled_piece: pd.DataFrame,
 # --- the sweep over K -----------------------------------------------------------------
 
 
-def k_sweep(target, draft, tokenizer, prompt, gen_length: int, K_sweep, K: int, sid,
-            first, verify, tokens, anchors, levels: int, n_bootstrap: int, seed: int):
+def k_sweep(target, draft, tokenizer, scored: codebooks.Scored, sid, first, verify,
+            config: Config):
     """alpha_SID of both drafts and of the target's first pass, and two chance
-    levels, at each K of ``K_sweep``: IDs and head refitted with the first
-    codebook's seed on the same decode, outputs and first pass (at ``K``: the
-    first codebook, whose IDs are ``sid``). Returns (long table, seconds)."""
+    levels, at each K of ``config.K_sweep``: IDs and head refitted with the first
+    codebook's seed on the same decode (``scored``), outputs and first pass (at
+    ``config.K``: the first codebook, whose IDs are ``sid``). Returns (long
+    table, seconds)."""
+    prompt, tokens, anchors = scored.prompt, scored.tokens, scored.anchors
+    gen_length, K_sweep, K = config.gen_length, config.K_sweep, config.K
+    levels, n_bootstrap, seed = config.levels, config.n_bootstrap, config.seed
     rows, t0, P = [], time.perf_counter(), prompt.shape[1]
     for k in K_sweep:
         if k == K:  # measured with the codebooks
@@ -337,36 +341,72 @@ def _plain(value):
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Coded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "02_anchor_acceptance"
 
-    world: str = config.world_param("02_anchor_acceptance")
-    model: str = param("dlmspec/base",
-        "target: its input embeddings define the semantic IDs")
-    draft: str = param("dlmspec/small",
-        "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    n_samples: int = param(64, "unconditional samples (the prompt is [BOS])")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of the Fast-dLLM accelerator")
-    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
-    temperature: float = param(1.0,
-        "sampling temperature of the decodes (0 would make every sample "
-        "identical)")
-    K: int = param(256, "number of semantic clusters")
-    levels: int = param(1, "residual k-means levels (an ID is the tuple of all levels)")
-    K_sweep: list = param([16, 64, 256, 1024], "cluster counts of the sweep")
-    n_train: int = param(2048, "Brown training windows for the SID head")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
-    seed: int = param(0, "seed of every random draw")
-    n_codebooks: int = param(5,
-        "codebooks (IDs + head) alpha_SID is averaged over: seeds seed*n ... "
-        "seed*n+n-1")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
+    n_samples: int = shared("n_samples", 64, "unconditional (the prompt is [BOS])")
+    K_sweep: list = shared("K_sweep", [16, 64, 256, 1024])
+
+
+def record_ids(r: Measurement, tok, prompt, models: Models, config: Config):
+    """The k-means IDs and their control (``semantic_ids``), recorded in ``r``;
+    returns the codebooks' seeds and the first codebook's IDs."""
+    book_seeds, sid, control, seconds = semantic_ids(
+        models.target, tok, config.K, config.levels, config.seed, config.n_codebooks
+    )
+    r.values.update(
+        c2_K=config.K, c2_n_clusters=sid.n_clusters, c2_kmeans_seconds=seconds
+    )
+    r.tables["clusters"] = cluster_examples(tok, sid, control, config.seed)
+    r.arrays.update(
+        sizes=sid.sizes().numpy(),
+        control_sizes=control.sizes().numpy(),
+        book_seeds=book_seeds,
+        prompt=prompt,
+    )
+    return book_seeds, sid
+
+
+def record_decode(r: Measurement, tok, world: World, prompt, accs, models: Models,
+                  config: Config):
+    """The target's decode and its anchors (``decode_anchors``), recorded in
+    ``r``; returns it."""
+    dec = decode_anchors(models.target, tok, world.roles(), prompt, accs, config.seed)
+    r.values.update(anchor_values(dec, config.n_samples))
+    r.tables["shares"] = class_shares(dec.classes)
+    r.arrays.update(
+        ref_name=dec.ref_name,
+        decode_seconds=dec.seconds,
+        texts=[tok.decode(row.tolist()) for row in dec.tokens[:3]],
+        tokens=dec.tokens,
+        anchors=dec.anchors,
+        anchors_piece=dec.anchors_piece,
+        continuation=dec.continuation,
+    )
+    return dec
+
+
+def record_codebooks(r: Measurement, world: World, scored: codebooks.Scored, verify,
+                     book_seeds, models: Models, config: Config):
+    """The codebooks on the decode (``codebooks.codebooks``) and the first one's
+    draft costs, recorded in ``r``; returns (books, costs)."""
+    t0 = time.perf_counter()
+    books = codebooks.codebooks(models.target, models.draft, models.tokenizer, world,
+                                scored, config, book_seeds, verify=verify)
+    r.values["c2_codebooks_seconds"] = time.perf_counter() - t0
+    first = books[book_seeds[0]]  # the codebook shown in detail
+    L = scored.prompt.shape[1] + config.gen_length
+    costs = {name: drafting.relative_cost(out, models.target, L)
+             for name, out in first.outputs.items()}
+    r.arrays.update(
+        books=books,
+        costs=costs,
+        n_windows=first.windows.shape[0],
+        head_losses=first.drafters[HEAD].head.losses,
+    )
+    return books, costs
 
 
 def measure(
@@ -394,11 +434,9 @@ def measure(
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not x > 0:
             raise ValueError(f"{name} must be a positive number, got {x!r}")
     target, draft, tok = models.target, models.draft, models.tokenizer
-    lexicon = world.roles()
     prompt = world.prompts(
         tok, config.n_samples, seed=config.seed, device=config.device
     )
-    P = prompt.shape[1]
     accs = accelerators.accelerators(
         config.gen_length,
         config.block_length,
@@ -407,64 +445,15 @@ def measure(
         supports_cache=target.supports_cache,
     )
     r = Measurement()
-    book_seeds, sid, control, seconds = semantic_ids(
-        target, tok, config.K, config.levels, config.seed, config.n_codebooks
-    )
-    r.values.update(
-        c2_K=config.K, c2_n_clusters=sid.n_clusters, c2_kmeans_seconds=seconds
-    )
-    r.tables["clusters"] = cluster_examples(tok, sid, control, config.seed)
-    r.arrays.update(
-        sizes=sid.sizes().numpy(),
-        control_sizes=control.sizes().numpy(),
-        book_seeds=book_seeds,
-        prompt=prompt,
-    )
+    book_seeds, sid = record_ids(r, tok, prompt, models, config)
 
-    dec = decode_anchors(target, tok, lexicon, prompt, accs, config.seed)
+    dec = record_decode(r, tok, world, prompt, accs, models, config)
     tokens, anchors = dec.tokens, dec.anchors
-    r.values.update(anchor_values(dec, config.n_samples))
-    r.tables["shares"] = class_shares(dec.classes)
-    r.arrays.update(
-        ref_name=dec.ref_name,
-        decode_seconds=dec.seconds,
-        texts=[tok.decode(row.tolist()) for row in tokens[:3]],
-        tokens=tokens,
-        anchors=anchors,
-        anchors_piece=dec.anchors_piece,
-        continuation=dec.continuation,
-    )
 
-    t0 = time.perf_counter()
     verify = decoder.verify_logits(target, prompt, config.gen_length)  # (B, G, V)
-    books = codebooks.codebooks(
-        target,
-        draft,
-        tok,
-        world,
-        prompt,
-        tokens,
-        anchors,
-        config.K,
-        book_seeds,
-        levels=config.levels,
-        n_train=config.n_train,
-        n_boot=config.n_bootstrap,
-        boot_seed=config.seed,
-        verify=verify,
-    )
-    r.values["c2_codebooks_seconds"] = time.perf_counter() - t0
+    books, costs = record_codebooks(r, world, codebooks.Scored(prompt, tokens, anchors),
+                                    verify, book_seeds, models, config)
     first = books[book_seeds[0]]  # the codebook shown in detail
-    costs = {
-        name: drafting.relative_cost(out, target, P + config.gen_length)
-        for name, out in first.outputs.items()
-    }
-    r.arrays.update(
-        books=books,
-        costs=costs,
-        n_windows=first.windows.shape[0],
-        head_losses=first.drafters[HEAD].head.losses,
-    )
 
     pooled = codebooks.pooled_acceptance(
         books, tokens, anchors, config.n_bootstrap, config.seed
@@ -484,23 +473,9 @@ def measure(
         chance=pd.Series(chance, name=chance_name).to_frame(),
     )
 
-    sweep, seconds = k_sweep(
-        target,
-        draft,
-        tok,
-        prompt,
-        config.gen_length,
-        config.K_sweep,
-        config.K,
-        sid,
-        first,
-        verify,
-        tokens,
-        anchors,
-        config.levels,
-        config.n_bootstrap,
-        config.seed,
-    )
+    sweep, seconds = k_sweep(target, draft, tok,
+                             codebooks.Scored(prompt, tokens, anchors), sid, first,
+                             verify, config)
     r.values["c2_sweep_seconds"] = seconds
     r.values.update(sweep_values(sweep))
     r.tables["sweep"] = sweep

@@ -29,7 +29,7 @@ from ..ssld.information import anchor_table
 from ..worlds import World
 from . import config
 from .common import Measurement, Models
-from .config import param
+from .config import param, shared
 
 COST = "c (draft cost, target forwards)"  # the acceptance table's draft-cost column
 ORACLE = "oracle: every anchor's true token (alpha = 1)"  # the oracle row of ``e2e``
@@ -313,223 +313,121 @@ def gap_note(shortfall: float, h: pd.Series) -> str:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Coded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "03_win_condition"
 
-    world: str = config.world_param("03_win_condition")
-    model: str = param("dlmspec/base", "target")
-    draft: str = param("dlmspec/small",
-        "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    n_samples: int = param(24, "samples (one prompt each; [BOS] alone by default)")
-    prompt_source: str = param("bos",
-        "the prompts: [BOS] alone (bos), [BOS] and the start of held-out Brown "
-        "sentences (brown), the math world's held-out questions (questions), or a "
-        "datasets dataset NAME:CONFIG:SPLIT:COLUMN such as "
-        "gsm8k:main:test:question (hub access opted in)")
-    prompt_length: int = param(16,
-        "prompt tokens of a brown or dataset source ([BOS] included)")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of the accelerators")
-    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
-    temperature: float = param(1.0, "sampling temperature of every decode")
-    K: int = param(256, "number of semantic clusters")
-    levels: int = param(1, "residual k-means levels")
-    n_train: int = param(2048, "Brown training windows for the SID head")
-    n_repeats: int = param(3, "timed repeats per decoder (after one untimed warm-up)")
+    n_samples: int = shared("n_samples", 24, "one prompt each; [BOS] alone by default")
+    prompt_source: str = shared("prompt_source")
+    prompt_length: int = shared("prompt_length")
+    n_repeats: int = shared("n_repeats")
     n_timed: int = param(8, "the first n_timed samples are timed (wall-clock only)")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
-    seed: int = param(0, "seed of every random draw")
-    n_codebooks: int = param(5,
-        "codebooks (IDs + head) alpha is averaged over: seeds seed*n ... "
-        "seed*n+n-1")
-    judge: str = param("smollm2-135m",
-        "independent judge of the end-to-end decodes' quality where texts have no "
-        "answers (prose)")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
+    judge: str = shared("judge", note="of the end-to-end decodes where texts have "
+                        "no answers (prose)")
 
 
-def measure(
-    models: Models,
-    world: World,
-    config: Config,
-    *,
-    prompt: torch.Tensor,
-    tau_paper: float | None = None,
-    anchor_unit: str = "word",
-    information: bool = False,
-) -> WinCondition:
-    """C3's measurement on ``prompt`` (B, P), one sample per row (SPEC.md 3.1, 5).
-
-    Every decoder decodes the same prompts with the same per-row random streams
-    (``row_generators(seed, B)``). ``tau_paper``, the paper's accelerator figure
-    (the page reads it from the registry), adds the paper's own bar as context.
-    ``values`` are in the order the page records them. ``world`` gives the roles
-    (anchors) and the SID head's training text. ``config.judge`` scores the quality
-    of the end-to-end decodes where the world's texts have no answers (prose).
-    ``anchor_unit``: the anchors alpha, the head and SSLD work on
-    (``inputs.anchor_mask``): ``"word"``, the book's (a content word's first
-    piece), or ``"piece"``, every content piece (the regime page's fine IDs).
-    ``information``: also record, per codebook, what the best draft's and the
-    target's one-shot views leave open about each anchor's ID (``arrays
-    ["anchor_information"]``: ``information.anchor_table``'s ``sid_info_draft``
-    and ``sid_info_verify``, nats), for C8 along the regime axis.
-    """
+def _check(anchor_unit: str, n_timed: int, n: int) -> None:
     if anchor_unit not in inputs.ANCHOR_UNITS:
         raise ValueError(
             f"anchor_unit must be one of {inputs.ANCHOR_UNITS}, got {anchor_unit!r}"
         )
-    B = prompt.shape[0]
-    if config.n_timed > B:
-        raise ValueError(f"n_timed = {config.n_timed} must not exceed n_samples = {B}")
-    target, draft_den, tok = models.target, models.draft, models.tokenizer
-    lexicon = world.roles()
-    P, L = prompt.shape[1], prompt.shape[1] + config.gen_length
-    book_seeds = codebooks.codebook_seeds(config.seed, config.n_codebooks)
+    if n_timed > n:
+        raise ValueError(f"n_timed = {n_timed} must not exceed n_samples = {n}")
 
-    def gens():
-        """The same seeded stream per sample for every decoder."""
-        return row_generators(config.seed, B, prompt.device)
 
-    out = WinCondition()
-    v = out.values
-    # tau_acc: each accelerator on the same prompts; SSLD infills with these configs
-    infill_configs = accelerators.accelerators(
-        config.gen_length,
-        config.block_length,
-        config.threshold,
-        config.temperature,
-        supports_cache=target.supports_cache,
-    )
-    acc_runs = {
-        name: generate(target, prompt, cfg, gens())
-        for name, cfg in infill_configs.items()
-    }
-    acc_table = accelerators.accelerator_table(
-        acc_runs, config.n_bootstrap, config.seed, tok.eos_token_id
-    )
-    v |= strongest_bar(acc_table)
-    tau_acc, a_star, strongest = v["c3_tau_acc"], v["c3_alpha_star"], v["c3_strongest"]
-    v |= {
-        f"c3_{k}": x
-        for k, x in regime.bar_split(
-            acc_runs[strongest], tok.eos_token_id, config.n_bootstrap, config.seed
-        ).items()
-    }
-    # alpha: oracle content anchors of the threshold accelerator's decode
-    ref = acc_runs[next(iter(infill_configs))]
-    tokens = ref.generated
-    anchors = inputs.anchor_mask(tok, ref.tokens, lexicon)[:, P:]  # (B, G): words
-    anchors_piece = inputs.anchor_mask(tok, ref.tokens, lexicon, unit="piece")[:, P:]
-    if anchor_unit == "piece":
-        anchors = anchors_piece
-    verify = verify_logits(
-        target, prompt, config.gen_length
-    )  # the target's one-shot view
-    books = codebooks.codebooks(
-        target,
-        draft_den,
-        tok,
-        world,
-        prompt,
-        tokens,
-        anchors,
-        config.K,
-        book_seeds,
-        levels=config.levels,
-        n_train=config.n_train,
-        n_boot=config.n_bootstrap,
-        boot_seed=config.seed,
-        unit=anchor_unit,
-        verify=verify,
-    )
-    first = books[book_seeds[0]]  # the codebook SSLD runs with end to end
-    sid, drafters = first.sid, first.drafters
-    table, alpha_values = acceptance(
-        books,
-        target,
-        tokens,
-        anchors,
-        anchors_piece,
-        L,
-        a_star,
-        config.n_bootstrap,
-        config.seed,
-    )
-    v |= alpha_values
-    best, alpha, alpha_hi = v["c3_best"], v["c3_alpha"], v["c3_alpha_hi"]
-    if information:  # per codebook: the bits each view leaves open, per anchor
-        kept = ["seq", "sid_info_draft", "sid_info_verify"]
-        info = [
-            anchor_table(
-                tokens, anchors, verify, b.outputs[best], b.sid, target.mask_id
-            )[kept]
-            for b in books.values()
-        ]
-    del verify  # (B, G, V): gigabytes at the paper's scale
-    gamma, c = v["c3_gamma"], v["c3_c"]
-    robust, robust_values = robust_table(books, tokens, anchors, a_star)
-    v |= robust_values
-    a_values, out.arrays = model_a(tau_acc, alpha, gamma, c)
-    v |= a_values
-    # Model B and SSLD end to end, on the strongest accelerator that can infill
-    head = strongest if strongest in infill_configs else next(iter(infill_configs))
-    cfg = infill_configs[head]
-    acc = acc_runs[head]
-    acc_nfe = acc.nfe.double()
-    oracle_init = torch.where(anchors, tokens, torch.full_like(tokens, target.mask_id))
-    oracle = generate(target, prompt, cfg, gens(), init=oracle_init)
-    rows, ssld_runs = [], {}
-    for name in drafters:
-        res = accelerators.draft_then_ssld(
-            target,
-            drafters[name],
-            prompt,
-            anchors,
-            sid,
-            cfg,
-            gens(),
-            table.loc[name, COST],
-        )
-        ssld_runs[name] = res
-        rows.append(
-            {"SSLD draft": name}
-            | ssld_row(
-                res,
-                acc,
-                acc_nfe,
-                tokens,
-                anchors,
-                sid,
-                first.table.loc[name, "alpha"],
-                config.n_bootstrap,
-                config.seed,
-            )
-        )
-    rows.append(
-        {"SSLD draft": ORACLE}
-        | oracle_row(oracle, acc, acc_nfe, c, L, config.n_bootstrap, config.seed)
-    )
-    kind, score = quality_scorer(
-        world, tok, B, config.seed, config.judge, prompt.device
-    )
+def score_rows(rows: list, ssld_runs: dict, oracle, world: World, tok, prompt,
+               config: Config):
+    """Each end-to-end decode's quality, as the headline's is scored
+    (``quality_scorer``: answers where the world has them, else the judge),
+    added to ``rows`` in place; returns (kind, score, each draft's scores)."""
+    kind, score = quality_scorer(world, tok, prompt.shape[0], config.seed,
+                                 config.judge, prompt.device)
     scored = {name: score(run.generated) for name, run in ssld_runs.items()}
     for row in rows:  # each draft's decodes scored as the headline's are
         name = row["SSLD draft"]
         row[f"quality ({kind})"] = quality_level(
             scored[name] if name in scored else score(oracle.generated)
         )
-    e2e = pd.DataFrame(rows).set_index("SSLD draft")
-    v |= e2e_values(e2e, best, acc_nfe, oracle.nfe.double(), anchors, gamma, c)
-    v["c3_head_acc"] = head
-    v |= quality_values(
-        kind, score(acc.generated), scored[best], config.n_bootstrap, config.seed
-    )
-    # wall-clock on the first n_timed samples (the runs above were the untimed warm-up)
+    return kind, score, scored
+
+
+def tau_step(target, tok, prompt, gens, config: Config) -> tuple[dict, dict,
+                                                                  pd.DataFrame]:
+    """The page's first step: each accelerator of the page's decode on the same
+    prompts and streams (``gens()``), and their table of tokens per forward.
+    Returns (the accelerators' configs, which SSLD infills with, their runs, the
+    table)."""
+    configs = accelerators.accelerators(
+        config.gen_length, config.block_length, config.threshold, config.temperature,
+        supports_cache=target.supports_cache)
+    runs = {name: generate(target, prompt, cfg, gens())
+            for name, cfg in configs.items()}
+    table = accelerators.accelerator_table(runs, config.n_bootstrap, config.seed,
+                                           tok.eos_token_id)
+    return configs, runs, table
+
+
+def alpha_step(models: Models, world: World, prompt, ref, book_seeds, a_star: float,
+               config: Config, anchor_unit: str, information: bool) -> dict:
+    """The page's second step: the oracle content anchors of the decode ``ref``
+    (in ``anchor_unit``), the codebooks on it with the target's one-shot view,
+    and each draft's alpha_SID (``acceptance``); with ``information``, per
+    codebook what the best draft's and the target's views leave open about each
+    anchor's ID. Returns tokens, anchors, books, table, values and info."""
+    target, tok, lexicon = models.target, models.tokenizer, world.roles()
+    P, L = prompt.shape[1], prompt.shape[1] + config.gen_length
+    tokens = ref.generated
+    anchors = inputs.anchor_mask(tok, ref.tokens, lexicon)[:, P:]  # (B, G): words
+    anchors_piece = inputs.anchor_mask(tok, ref.tokens, lexicon, unit="piece")[:, P:]
+    if anchor_unit == "piece":
+        anchors = anchors_piece
+    verify = verify_logits(target, prompt, config.gen_length)  # the one-shot view
+    books = codebooks.codebooks(target, models.draft, tok, world,
+                                codebooks.Scored(prompt, tokens, anchors, anchor_unit),
+                                config, book_seeds, verify=verify)
+    table, values = acceptance(books, target, tokens, anchors, anchors_piece, L,
+                               a_star, config.n_bootstrap, config.seed)
+    info = None
+    if information:  # per codebook: the bits each view leaves open, per anchor
+        best, kept = values["c3_best"], ["seq", "sid_info_draft", "sid_info_verify"]
+        info = [anchor_table(tokens, anchors, verify, b.outputs[best], b.sid,
+                             target.mask_id)[kept] for b in books.values()]
+    return dict(tokens=tokens, anchors=anchors, books=books, table=table,
+                values=values, info=info)
+
+
+def end_to_end(target, scored: codebooks.Scored, first, table: pd.DataFrame, cfg,
+               acc, gens, c: float, config: Config) -> tuple[list, dict, object]:
+    """Model B and SSLD end to end (the page's fourth step): each draft of the
+    first codebook drafts, the target verifies and ``cfg`` infills, beside the
+    oracle (the anchors given) and the accelerator run ``acc``; every decode on
+    ``gens()``'s streams. Returns (rows of the e2e table without quality, each
+    draft's run, the oracle's run)."""
+    prompt, tokens, anchors = scored.prompt, scored.tokens, scored.anchors
+    acc_nfe, L = acc.nfe.double(), prompt.shape[1] + config.gen_length
+    boot = (config.n_bootstrap, config.seed)
+    oracle_init = torch.where(anchors, tokens, torch.full_like(tokens, target.mask_id))
+    oracle = generate(target, prompt, cfg, gens(), init=oracle_init)
+    rows, ssld_runs = [], {}
+    for name, drafter in first.drafters.items():
+        res = accelerators.draft_then_ssld(target, drafter, prompt, anchors,
+                                           first.sid, cfg, gens(),
+                                           table.loc[name, COST])
+        ssld_runs[name] = res
+        rows.append({"SSLD draft": name}
+                    | ssld_row(res, acc, acc_nfe, tokens, anchors, first.sid,
+                               first.table.loc[name, "alpha"], *boot))
+    rows.append({"SSLD draft": ORACLE}
+                | oracle_row(oracle, acc, acc_nfe, c, L, *boot))
+    return rows, ssld_runs, oracle
+
+
+def wall_clock(target, drafter, sid, prompt, anchors, cfg, gens, c: float,
+               config: Config) -> tuple[list, list]:
+    """Wall-clock seconds of the accelerator alone and of SSLD with ``drafter``
+    on the first ``n_timed`` samples, ``n_repeats`` times each (the runs before
+    were the untimed warm-up), as the method runs (``accelerators.timed``)."""
     p_t, a_t = prompt[: config.n_timed], anchors[: config.n_timed]
 
     def gens_t():
@@ -541,19 +439,23 @@ def measure(
     )
     t_ssld = accelerators.wall_clock(
         lambda: accelerators.draft_then_ssld(
-            target, drafters[best], p_t, a_t, sid, timed, gens_t(), c
+            target, drafter, p_t, a_t, sid, timed, gens_t(), c
         ),
         config.n_repeats,
         warmup=0,
     )
-    v |= {
-        "c3_wall_acc": float(np.median(t_acc)),
-        "c3_wall_ssld": float(np.median(t_ssld)),
-        "c3_wall_ratio": float(np.median(t_ssld) / np.median(t_acc)),
-    }
-    # three bars on alpha
+    return t_acc, t_ssld
+
+
+def record_bars(v: dict, a_values: dict, tau_paper: float | None) -> pd.DataFrame:
+    """The three bars on alpha (the page's, Model A's and Model B's), their
+    shortfalls and the notes on the bar, recorded in ``v`` (the values so far);
+    with ``tau_paper``, the paper's own bar beside ours, as context. Returns the
+    bars' table."""
+    alpha, alpha_hi, gamma, c = (v[k] for k in ("c3_alpha", "c3_alpha_hi",
+                                                "c3_gamma", "c3_c"))
     needed = [
-        a_star,
+        v["c3_alpha_star"],
         a_values.get("c3_model_a_alpha_needed", float("nan")),
         win_condition.model_b_alpha_needed(gamma, v["c3_delta"], 1, c),
     ]
@@ -575,6 +477,81 @@ def measure(
             "c3_paper_bar_shortfall_lo": short_paper,
             "c3_paper_bar_note": paper_note,
         }
+    return bars
+
+
+def measure(models: Models, world: World, config: Config, *, prompt: torch.Tensor,
+            tau_paper: float | None = None, anchor_unit: str = "word",
+            information: bool = False) -> WinCondition:
+    """C3's measurement on ``prompt`` (B, P), one sample per row (SPEC.md 3.1, 5).
+
+    Every decoder decodes the same prompts with the same per-row random streams
+    (``row_generators(seed, B)``). ``tau_paper``, the paper's accelerator figure
+    (the page reads it from the registry), adds the paper's own bar as context.
+    ``values`` are in the order the page records them. ``world`` gives the roles
+    (anchors) and the SID head's training text. ``config.judge`` scores the quality
+    of the end-to-end decodes where the world's texts have no answers (prose).
+    ``anchor_unit``: the anchors alpha, the head and SSLD work on
+    (``inputs.anchor_mask``): ``"word"``, the book's (a content word's first
+    piece), or ``"piece"``, every content piece (the regime page's fine IDs).
+    ``information``: also record, per codebook, what the best draft's and the
+    target's one-shot views leave open about each anchor's ID (``arrays
+    ["anchor_information"]``: ``information.anchor_table``'s ``sid_info_draft``
+    and ``sid_info_verify``, nats), for C8 along the regime axis.
+    """
+    B = prompt.shape[0]
+    _check(anchor_unit, config.n_timed, B)
+    target, tok = models.target, models.tokenizer
+    book_seeds = codebooks.codebook_seeds(config.seed, config.n_codebooks)
+
+    def gens():
+        """The same seeded stream per sample for every decoder."""
+        return row_generators(config.seed, B, prompt.device)
+
+    out = WinCondition()
+    v = out.values
+    # tau_acc: each accelerator on the same prompts; SSLD infills with these configs
+    infill_configs, acc_runs, acc_table = tau_step(target, tok, prompt, gens, config)
+    v |= strongest_bar(acc_table)
+    tau_acc, a_star, strongest = v["c3_tau_acc"], v["c3_alpha_star"], v["c3_strongest"]
+    split = regime.bar_split(acc_runs[strongest], tok.eos_token_id,
+                             config.n_bootstrap, config.seed)  # the regime by the bar
+    v |= {f"c3_{k}": x for k, x in split.items()}
+    # alpha: oracle content anchors of the threshold accelerator's decode
+    found = alpha_step(models, world, prompt, acc_runs[next(iter(infill_configs))],
+                       book_seeds, a_star, config, anchor_unit, information)
+    tokens, anchors, books = found["tokens"], found["anchors"], found["books"]
+    table, info = found["table"], found["info"]
+    first = books[book_seeds[0]]  # the codebook SSLD runs with end to end
+    sid, drafters = first.sid, first.drafters
+    v |= found["values"]
+    best, alpha = v["c3_best"], v["c3_alpha"]
+    gamma, c = v["c3_gamma"], v["c3_c"]
+    robust, robust_values = robust_table(books, tokens, anchors, a_star)
+    v |= robust_values
+    a_values, out.arrays = model_a(tau_acc, alpha, gamma, c)
+    v |= a_values
+    # Model B and SSLD end to end, on the strongest accelerator that can infill
+    head = strongest if strongest in infill_configs else next(iter(infill_configs))
+    cfg, acc = infill_configs[head], acc_runs[head]
+    acc_nfe = acc.nfe.double()
+    rows, ssld_runs, oracle = end_to_end(
+        target, codebooks.Scored(prompt, tokens, anchors), first, table, cfg, acc,
+        gens, c, config)
+    kind, score, scored = score_rows(rows, ssld_runs, oracle, world, tok, prompt,
+                                     config)
+    e2e = pd.DataFrame(rows).set_index("SSLD draft")
+    v |= e2e_values(e2e, best, acc_nfe, oracle.nfe.double(), anchors, gamma, c)
+    v["c3_head_acc"] = head
+    v |= quality_values(kind, score(acc.generated), scored[best], config.n_bootstrap,
+                        config.seed)
+    # wall-clock on the first n_timed samples (the runs above were the untimed warm-up)
+    t_acc, t_ssld = wall_clock(target, drafters[best], sid, prompt, anchors, cfg,
+                               gens, c, config)
+    v |= {"c3_wall_acc": float(np.median(t_acc)),
+          "c3_wall_ssld": float(np.median(t_ssld)),
+          "c3_wall_ratio": float(np.median(t_ssld) / np.median(t_acc))}
+    bars = record_bars(v, a_values, tau_paper)  # three bars on alpha, and notes
     v["c3_gap_note"] = gap_note(v["c3_shortfall"], e2e.loc[best])
     out.tables = {
         "accelerators": acc_table,
@@ -582,12 +559,9 @@ def measure(
         "robust": robust,
         "e2e": e2e,
         "wall_clock": pd.DataFrame(
-            {
-                "accelerator alone (s)": t_acc,
-                "SSLD, draft + verify + infill (s)": t_ssld,
-            },
-            index=pd.RangeIndex(1, config.n_repeats + 1, name="repeat"),
-        ),
+            {"accelerator alone (s)": t_acc,
+             "SSLD, draft + verify + infill (s)": t_ssld},
+            index=pd.RangeIndex(1, config.n_repeats + 1, name="repeat")),
         "bars": bars,
     }
     out.arrays |= {

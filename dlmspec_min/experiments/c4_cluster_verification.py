@@ -27,7 +27,7 @@ from ..ssld import accelerators, codebooks, decoder, drafting, inputs, semantic
 from ..worlds import PROSE, World
 from . import config
 from .common import Measurement, Models
-from .config import param
+from .config import shared
 
 VERIFY = "verify-pass argmax (relaxed decoder)"  # the primary target token
 ORACLE = "final decoded token (oracle)"
@@ -177,28 +177,14 @@ def rule_values(row) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Drafted):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "04_cluster_verification"
 
-    world: str = config.world_param("04_cluster_verification")
-    model: str = param("dlmspec/base", "target")
-    draft: str = param("dlmspec/small", "the cheap TOK-mode draft (same vocabulary)")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    n_samples: int = param(32, "unconditional samples (the prompt is [BOS])")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of the decoder that finds the anchors")
-    threshold: float = param(0.9, "Fast-dLLM confidence threshold of that decoder")
-    temperature: float = param(1.0, "its sampling temperature")
-    K: int = param(256, "number of semantic clusters")
-    K_sweep: list = param([32, 128, 512], "further K values")
-    n_permutations: int = param(10000, "size-matched random clusterings per K")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
-    seed: int = param(0, "seed of every random draw (k-means, decode, permutations)")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
+    n_samples: int = shared("n_samples", 32, "unconditional (the prompt is [BOS])")
+    K_sweep: list = shared("K_sweep")
+    n_permutations: int = shared("n_permutations")
 
 
 def measure(models: Models, world: World, config: Config) -> ClusterVerification:

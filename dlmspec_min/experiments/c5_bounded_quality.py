@@ -35,7 +35,7 @@ from ..ssld import accelerators, drafting, inputs, semantic
 from ..worlds import World
 from . import config
 from .common import Measurement, Models
-from .config import param
+from .config import param, shared
 
 BASELINE = "baseline"
 EXACT = "exact SSLD"
@@ -84,9 +84,11 @@ def _timed(fn, *args, **kwargs):
     return out, time.perf_counter() - t0
 
 
-def decode_all(models: Models, drafter, sid, prompt, decoders: Decoders, *,
-               threshold: float, thresholds, c: float, seed: int, lexicon, device):
-    """Run every decoder once, timed, each sample on the same seeded stream.
+def decode_all(models: Models, drafter, sid, prompt, decoders: Decoders,
+               config: Config, *, c: float, lexicon):
+    """Run every decoder once, timed, each sample on the same seeded stream: the
+    baseline, the accelerator at ``config.threshold`` and each of
+    ``config.thresholds``, and SSLD's variants infilling with the first.
 
     Returns ``runs`` (name -> (generated (B, G), NFE (B,), token-forwards (B,),
     seconds)), the accepted share of the anchors per SSLD variant, and the word
@@ -94,9 +96,10 @@ def decode_all(models: Models, drafter, sid, prompt, decoders: Decoders, *,
     """
     target, tok = models.target, models.tokenizer
     n, P = prompt.shape[0], prompt.shape[1]
+    threshold, thresholds = config.threshold, config.thresholds
 
     def gens():
-        return row_generators(seed, n, device)
+        return row_generators(config.seed, n, config.device)
 
     runs = {}
     base, sec = _timed(generate, target, prompt, decoders.baseline, gens())
@@ -204,31 +207,70 @@ def rule_values(res: pd.DataFrame, quality_bound: float) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Drafted):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "05_bounded_quality"
 
-    world: str = config.world_param("05_bounded_quality")
-    model: str = param("dlmspec/base", "target")
-    draft: str = param("dlmspec/small",
-        "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    judge: str = param("smollm2-135m", "independent judge model")
-    n_samples: int = param(12, "unconditional samples (the prompt is [BOS])")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of every decoder")
-    threshold: float = param(0.9, "Fast-dLLM threshold that SSLD infills with")
-    thresholds: list = param([0.9, 0.5], "accelerator settings on the frontier")
-    temperature: float = param(1.0, "sampling temperature of every decode")
-    K: int = param(256, "number of semantic clusters")
+    n_samples: int = shared("n_samples", 12, "unconditional (the prompt is [BOS])")
+    judge: str = shared("judge")
+    thresholds: list = shared("thresholds", [0.9, 0.5],
+                              "the accelerator settings on the frontier")
     quality_bound: float = param(0.05,
         "allowed drop of judge top-1 agreement below the baseline")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole samples)")
-    seed: int = param(0, "seed of every random draw")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
+
+
+def judged_values(res: pd.DataFrame, config: Config, with_answers: bool) -> dict:
+    """The ``c5_*`` values read from the judge's table (``judge_table``): each
+    decoder's speed-up, agreement and repetition, the bound, and (``with_answers``)
+    each decoder's answer accuracy."""
+    rx, bs, every = res.loc[RELAXED], res.loc[BASELINE], res.loc[EVERY]
+    acc = res.loc[accelerator_name(config.threshold)]
+    v = {
+        "c5_speedup": rx["speedup (NFE)"],
+        "c5_speedup_lo": rx["speedup low"],
+        "c5_speedup_hi": rx["speedup high"],
+        "c5_speedup_vs_acc": acc["NFE"] / rx["NFE"],
+        "c5_speedup_tf": rx["speedup (token-forwards)"],
+        "c5_speedup_wall": rx["speedup (wall)"],
+        "c5_agree_base": bs["judge agreement"],
+        "c5_agree_relaxed": rx["judge agreement"],
+        "c5_agree_acc": acc["judge agreement"],
+        "c5_agree_exact": res.loc[EXACT, "judge agreement"],
+        "c5_agree_every": every["judge agreement"],
+        "c5_speedup_every": every["speedup (NFE)"],
+        "c5_agree_drop": rx["agreement drop"],
+        "c5_agree_drop_lo": rx["drop low"],
+        "c5_agree_drop_hi": rx["drop high"],
+        "c5_ppl_base": bs["judge perplexity"],
+        "c5_ppl_relaxed": rx["judge perplexity"],
+        "c5_rep_base": bs["repeated unigrams"],
+        "c5_rep_relaxed": rx["repeated unigrams"],
+        "c5_rep2_base": bs["repeated bigrams"],
+        "c5_rep2_base_hi": res.attrs["repeated_bigrams_max"],
+        "c5_rep2_relaxed": rx["repeated bigrams"],
+        "c5_rep2_every": every["repeated bigrams"],
+        "c5_quality_bound": config.quality_bound,
+        **quality_values(res),
+        "c5_quality_measure": res.attrs["quality"][0],
+        "c5_relaxed_within_bound": int(rx["inside bound"]),
+        "c5_every_within_bound": int(every["inside bound"]),
+    }
+    if with_answers:  # each decoder's answer accuracy, beside the judge
+        v |= {
+            f"c5_answer_acc_{k}": res.loc[name, "answer accuracy"]
+            for k, name in (
+                ("base", BASELINE),
+                ("acc", accelerator_name(config.threshold)),
+                ("exact", EXACT),
+                ("relaxed", RELAXED),
+                ("every", EVERY),
+            )
+        }
+    inside = res[res["inside bound"]]
+    v["c5_best_speedup_in_bound"] = float(inside["speedup (NFE)"].max())
+    v["c5_best_in_bound"] = str(inside["speedup (NFE)"].idxmax())
+    return v
 
 
 def measure(models: Models, world: World, config: Config) -> BoundedQuality:
@@ -254,19 +296,8 @@ def measure(models: Models, world: World, config: Config) -> BoundedQuality:
         row_generators(config.seed, n_warm, config.device),
     )  # warm-up, untimed
 
-    runs, accepted, anchors, piece = decode_all(
-        models,
-        drafter,
-        sid,
-        prompt,
-        decoders,
-        threshold=config.threshold,
-        thresholds=config.thresholds,
-        c=c,
-        seed=config.seed,
-        lexicon=lexicon,
-        device=config.device,
-    )
+    runs, accepted, anchors, piece = decode_all(models, drafter, sid, prompt,
+                                                decoders, config, c=c, lexicon=lexicon)
     v = {
         "c5_continuation_share_of_anchors": float(
             (piece & ~anchors).sum() / piece.sum()
@@ -291,54 +322,7 @@ def measure(models: Models, world: World, config: Config) -> BoundedQuality:
         seed=config.seed,
         correct_of=correct_of,
     )
-    rx, bs, every = res.loc[RELAXED], res.loc[BASELINE], res.loc[EVERY]
-    acc = res.loc[accelerator_name(config.threshold)]
-    v.update(
-        {
-            "c5_speedup": rx["speedup (NFE)"],
-            "c5_speedup_lo": rx["speedup low"],
-            "c5_speedup_hi": rx["speedup high"],
-            "c5_speedup_vs_acc": acc["NFE"] / rx["NFE"],
-            "c5_speedup_tf": rx["speedup (token-forwards)"],
-            "c5_speedup_wall": rx["speedup (wall)"],
-            "c5_agree_base": bs["judge agreement"],
-            "c5_agree_relaxed": rx["judge agreement"],
-            "c5_agree_acc": acc["judge agreement"],
-            "c5_agree_exact": res.loc[EXACT, "judge agreement"],
-            "c5_agree_every": every["judge agreement"],
-            "c5_speedup_every": every["speedup (NFE)"],
-            "c5_agree_drop": rx["agreement drop"],
-            "c5_agree_drop_lo": rx["drop low"],
-            "c5_agree_drop_hi": rx["drop high"],
-            "c5_ppl_base": bs["judge perplexity"],
-            "c5_ppl_relaxed": rx["judge perplexity"],
-            "c5_rep_base": bs["repeated unigrams"],
-            "c5_rep_relaxed": rx["repeated unigrams"],
-            "c5_rep2_base": bs["repeated bigrams"],
-            "c5_rep2_base_hi": res.attrs["repeated_bigrams_max"],
-            "c5_rep2_relaxed": rx["repeated bigrams"],
-            "c5_rep2_every": every["repeated bigrams"],
-            "c5_quality_bound": config.quality_bound,
-            **quality_values(res),
-            "c5_quality_measure": res.attrs["quality"][0],
-            "c5_relaxed_within_bound": int(rx["inside bound"]),
-            "c5_every_within_bound": int(every["inside bound"]),
-        }
-    )
-    if answers is not None:  # each decoder's answer accuracy, beside the judge
-        v |= {
-            f"c5_answer_acc_{k}": res.loc[name, "answer accuracy"]
-            for k, name in (
-                ("base", BASELINE),
-                ("acc", accelerator_name(config.threshold)),
-                ("exact", EXACT),
-                ("relaxed", RELAXED),
-                ("every", EVERY),
-            )
-        }
-    inside = res[res["inside bound"]]
-    v["c5_best_speedup_in_bound"] = float(inside["speedup (NFE)"].max())
-    v["c5_best_in_bound"] = str(inside["speedup (NFE)"].idxmax())
+    v.update(judged_values(res, config, answers is not None))
 
     examples = pd.DataFrame(
         {name: quality.texts_of(tok, runs[name][0][:N_SHOWN]) for name in runs}

@@ -24,7 +24,7 @@ from ..ssld import codebooks, conditional, drafting, win_condition
 from ..worlds import PROSE, World
 from . import config
 from .common import Measurement, Models
-from .config import param
+from .config import param, shared
 
 UNC, PRO = "unconditional ([BOS])", "held-out text prompts"
 # the words a world without decodes free of context (math) puts where the page
@@ -245,40 +245,17 @@ def figure_values(figs: dict, diff: pd.DataFrame, n_samples: int, gen_length: in
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Coded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "06_conditional"
 
-    world: str = config.world_param("06_conditional",
-                                    note="in math, the prompted side only")
-    model: str = param("dlmspec/base", "target: a registry name or a local folder")
-    draft: str = param("dlmspec/small",
-        "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    n_samples: int = param(16,
-        "samples per prompt set (prompted: one held-out prompt each)")
-    prompt_length: int = param(16,
-        "prompt tokens: [BOS] and the first 15 tokens of a held-out sentence")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of the accelerators")
-    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
-    temperature: float = param(1.0,
-        "sampling temperature of every decode, as in chapters 01-03")
-    K: int = param(256, "number of semantic clusters")
-    levels: int = param(1, "residual k-means levels")
-    n_train: int = param(512, "Brown training windows for the SID head")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
-    seed: int = param(0,
-        "seed of every random draw but the prompts: decoding noise, codebooks, "
-        "heads")
+    world: str = shared("world", note="in math, the prompted side only")
+    n_samples: int = shared("n_samples", 16,
+                            "per prompt set (prompted: one held-out prompt each)")
+    prompt_length: int = shared("prompt_length")
+    n_train: int = 512
     prompt_seed: int = param(0, "seed of the held-out prompt set (fixed across builds)")
-    n_codebooks: int = param(5,
-        "codebooks (IDs + head) alpha_SID is averaged over: seeds seed*n ... "
-        "seed*n+n-1")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
 
 
 def measure(
@@ -310,17 +287,9 @@ def measure(
             draft,
             tok,
             prompt,
-            K=config.K,
-            codebook_seeds=book_seeds,
             world=world,
-            levels=config.levels,
-            n_train=config.n_train,
-            gen_length=config.gen_length,
-            block_length=config.block_length,
-            threshold=config.threshold,
-            temperature=config.temperature,
-            seed=config.seed,
-            n_boot=config.n_bootstrap,
+            settings=config,
+            codebook_seeds=book_seeds,
             counts=counts,
             e2e_infill=infill_accelerator(target),
             head_kw=head_kw,

@@ -43,7 +43,7 @@ from ..ssld import (
 from ..worlds import World
 from . import config
 from .common import Measurement
-from .config import param
+from .config import param, shared
 
 ROLES = ("small", "base", "large")  # the page's order of the three targets
 KEEP = (tagger.CONTENT, tagger.FUNCTION)
@@ -299,74 +299,30 @@ def check_sizes(n_tau: int, n_samples: int) -> None:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Coded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "07_strong_model"
 
-    world: str = config.world_param("07_strong_model")
-    model: str = param("dlmspec/base",
-        "reference target (the target of chapters 02-03)")
-    large_model: str = param("dlmspec/large",
-        "the stronger target (the paper's: LLaDA-8B)")
-    small_model: str = param("dlmspec/small", "a weaker model, for context")
-    draft: str = param("dlmspec/small",
-        "SSLD's draft against large_model (must share its vocabulary)")
-    trust_remote_code: bool = config.trust_remote_code_param()
+    large_model: str = shared("large_model")
+    small_model: str = shared("small_model")
+    n_samples: int = shared("n_samples", 32,
+                            "unconditional, of the large target (its content anchors)")
     n_windows: int = param(64, "held-out Brown windows measured (of 256)")
     n_positions: int = param(16,
         "content/function positions measured per window (0: all)")
     batch_size: int = param(64, "row copies (one masked position each) per forward")
-    n_samples: int = param(32,
-        "unconditional samples of the large target (its content anchors)")
     n_tau: int = param(6,
         "the first n_tau samples are decoded by every accelerator (tau_acc)")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of the accelerators")
-    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
-    temperature: float = param(1.0, "sampling temperature of every decode")
-    K: int = param(256,
-        "number of semantic clusters (of the large target's embeddings)")
-    levels: int = param(1, "residual k-means levels")
-    n_train: int = param(2048, "Brown training windows for the SID head")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole sequences)")
-    seed: int = param(0, "seed of every random draw")
-    n_codebooks: int = param(5,
-        "codebooks (IDs + head) alpha_SID is averaged over: seeds seed*n ... "
-        "seed*n+n-1")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
 
 
-def measure(
-    models: StrongModels,
-    world: World,
-    config: Config,
-    *,
-    paper_ratio: float,
-    tau_paper: float,
-) -> Measurement:
-    """Determinedness of the three targets and SSLD on the large one (module doc),
-    in ``world`` (its held-out text, prompts, roles and the head's training text).
-
-    ``paper_ratio`` (the paper's "twice as determined") and ``tau_paper`` (its
-    accelerator's tokens per forward) come from the registry, as context only.
-    ``values``: every glue value of the page but the verdicts and the page's
-    runtime, in the page's order. ``tables``: models, summary (long), ratios,
-    accelerators, acceptance (word anchors, piece-level alpha beside).
-    ``arrays``: loo, classes (by role), seconds (leave-one-out, by role),
-    positions (the top-1 probability of every measured position), held (the
-    windows), n_clusters, strongest, tau_acc, a_star, best.
-    """
-    check_sizes(config.n_tau, config.n_samples)
+def measure_determinedness(models: StrongModels, world: World, config: Config,
+                           n_params: dict, paper_ratio: float
+                           ) -> tuple[dict, dict, dict]:
+    """The page's first step: each role's determinedness on ``world``'s held-out
+    text (leave-one-out, by word class), its summary and the large-to-base
+    ratios; returns (values, tables, arrays)."""
     values, tables, arrays = {}, {}, {}
-    n_params = parameter_counts(models)
-    for role, n in n_params.items():
-        values[f"c7_params_{role}"] = f"{n / 1e6:.1f}M"
-    tables["models"] = models_table(models, n_params)
-
-    # determinedness on held-out text
     lexicon = world.roles()
     ref_tok, held = world.held_out_rows(config.n_windows, config.seed)
     loo, classes_of, seconds = leave_one_out_by_role(
@@ -409,77 +365,22 @@ def measure(
         "held": held,
         "positions": position_values(loo, classes_of),
     }
+    return values, tables, arrays
 
-    # SSLD with the large model as the target
-    large, tok_l = models.loaded[models.names["large"]]
-    draft_den = models.loaded[models.draft][0]
+
+def ssld_on_large(large, draft_den, tok_l, world: World, scored: codebooks.Scored,
+                  anchors_piece, a_star: float, config: Config) -> dict:
+    """The page's SSLD step: the codebooks on the large target's decode
+    (``scored``), the best draft's alpha_SID on word and piece anchors against
+    the bar ``a_star``, the shortfall and the chance levels. Returns values,
+    table, books, best, alpha_lo and alpha_hi."""
+    prompt, tokens, anchors = scored.prompt, scored.tokens, scored.anchors
     book_seeds = codebooks.codebook_seeds(config.seed, config.n_codebooks)
-    prompt = world.prompts(
-        tok_l, config.n_samples, seed=config.seed, device=config.device
-    )
-    P = prompt.shape[1]
-    accs = accelerators.accelerators(  # LLaDA's code: no cache
-        config.gen_length,
-        config.block_length,
-        config.threshold,
-        config.temperature,
-        supports_cache=large.supports_cache,
-    )
-
-    def gens():
-        """The same seeded stream per sample for every decoder."""
-        return row_generators(config.seed, config.n_samples, config.device)
-
+    values = {}
     t0 = time.perf_counter()
-    bar = accelerator_bar(
-        large,
-        prompt,
-        accs,
-        config.n_tau,
-        config.n_bootstrap,
-        config.seed,
-        gens,
-        tok_l.eos_token_id,
-    )
-    ref = bar["ref"]
-    tokens = ref.generated  # (B, G)
-    anchors = inputs.anchor_mask(tok_l, ref.tokens, lexicon)[:, P:]  # content words
-    anchors_piece = inputs.anchor_mask(tok_l, ref.tokens, lexicon, unit="piece")[:, P:]
-    decode_seconds = time.perf_counter() - t0
-    acc_table, strongest, a_star = bar["table"], bar["strongest"], bar["a_star"]
-    values |= {
-        "c7_tau_acc_large": bar["tau_acc"],
-        "c7_tau_acc_large_lo": acc_table.loc[strongest, "low"],
-        "c7_tau_acc_large_hi": acc_table.loc[strongest, "high"],
-        "c7_alpha_star_large": a_star,
-        "c7_decode_seconds": decode_seconds,
-        "c7_strongest": strongest,
-    }
-    values |= {
-        f"c7_{k}": x
-        for k, x in regime.bar_split(
-            bar["runs"][strongest], tok_l.eos_token_id, config.n_bootstrap, config.seed
-        ).items()
-    }
-
-    t0 = time.perf_counter()
-    seq_len = P + config.gen_length
-    books = codebooks.codebooks(
-        large,
-        draft_den,
-        tok_l,
-        world,
-        prompt,
-        tokens,
-        anchors,
-        config.K,
-        book_seeds,
-        levels=config.levels,
-        n_train=config.n_train,
-        n_boot=config.n_bootstrap,
-        boot_seed=config.seed,
-        seq_len=max(world.row_length, seq_len),
-    )
+    seq_len = prompt.shape[1] + config.gen_length
+    books = codebooks.codebooks(large, draft_den, tok_l, world, scored, config,
+                                book_seeds, seq_len=max(world.row_length, seq_len))
     table, table_piece, best = acceptance_tables(
         books,
         large,
@@ -525,6 +426,85 @@ def measure(
         "c7_shortfall_words": "at least " if short.lower_bound else "",
         "c7_majority_words": majority_words(alpha_lo, alpha_hi, majority),
     }
+    return dict(values=values, table=table, books=books, best=best,
+                alpha_lo=alpha_lo, alpha_hi=alpha_hi)
+
+
+def measure(
+    models: StrongModels,
+    world: World,
+    config: Config,
+    *,
+    paper_ratio: float,
+    tau_paper: float,
+) -> Measurement:
+    """Determinedness of the three targets and SSLD on the large one (module doc),
+    in ``world`` (its held-out text, prompts, roles and the head's training text).
+
+    ``paper_ratio`` (the paper's "twice as determined") and ``tau_paper`` (its
+    accelerator's tokens per forward) come from the registry, as context only.
+    ``values``: every glue value of the page but the verdicts and the page's
+    runtime, in the page's order. ``tables``: models, summary (long), ratios,
+    accelerators, acceptance (word anchors, piece-level alpha beside).
+    ``arrays``: loo, classes (by role), seconds (leave-one-out, by role),
+    positions (the top-1 probability of every measured position), held (the
+    windows), n_clusters, strongest, tau_acc, a_star, best.
+    """
+    check_sizes(config.n_tau, config.n_samples)
+    values, tables, arrays = {}, {}, {}
+    n_params = parameter_counts(models)
+    for role, n in n_params.items():
+        values[f"c7_params_{role}"] = f"{n / 1e6:.1f}M"
+    tables["models"] = models_table(models, n_params)
+
+    det_values, det_tables, arrays = measure_determinedness(
+        models, world, config, n_params, paper_ratio)
+    values |= det_values
+    tables |= det_tables
+    lexicon = world.roles()
+
+    # SSLD with the large model as the target
+    large, tok_l = models.loaded[models.names["large"]]
+    draft_den = models.loaded[models.draft][0]
+    book_seeds = codebooks.codebook_seeds(config.seed, config.n_codebooks)
+    prompt = world.prompts(tok_l, config.n_samples, seed=config.seed,
+                           device=config.device)
+    P = prompt.shape[1]
+    accs = accelerators.accelerators(  # LLaDA's code: no cache
+        config.gen_length, config.block_length, config.threshold, config.temperature,
+        supports_cache=large.supports_cache)
+
+    def gens():
+        """The same seeded stream per sample for every decoder."""
+        return row_generators(config.seed, config.n_samples, config.device)
+
+    t0 = time.perf_counter()
+    bar = accelerator_bar(large, prompt, accs, config.n_tau, config.n_bootstrap,
+                          config.seed, gens, tok_l.eos_token_id)
+    ref = bar["ref"]
+    tokens = ref.generated  # (B, G)
+    anchors = inputs.anchor_mask(tok_l, ref.tokens, lexicon)[:, P:]  # content words
+    anchors_piece = inputs.anchor_mask(tok_l, ref.tokens, lexicon, unit="piece")[:, P:]
+    decode_seconds = time.perf_counter() - t0
+    acc_table, strongest, a_star = bar["table"], bar["strongest"], bar["a_star"]
+    values |= {
+        "c7_tau_acc_large": bar["tau_acc"],
+        "c7_tau_acc_large_lo": acc_table.loc[strongest, "low"],
+        "c7_tau_acc_large_hi": acc_table.loc[strongest, "high"],
+        "c7_alpha_star_large": a_star,
+        "c7_decode_seconds": decode_seconds,
+        "c7_strongest": strongest,
+    }
+    split = regime.bar_split(bar["runs"][strongest], tok_l.eos_token_id,
+                             config.n_bootstrap, config.seed)  # the regime by the bar
+    values |= {f"c7_{k}": x for k, x in split.items()}
+
+    ssld = ssld_on_large(large, draft_den, tok_l, world,
+                         codebooks.Scored(prompt, tokens, anchors), anchors_piece,
+                         a_star, config)
+    values |= ssld["values"]
+    table, books, best = ssld["table"], ssld["books"], ssld["best"]
+    alpha_lo, alpha_hi = ssld["alpha_lo"], ssld["alpha_hi"]
     tables |= {"accelerators": acc_table, "acceptance": table}
     arrays |= {
         "n_clusters": books[book_seeds[0]].sid.n_clusters,

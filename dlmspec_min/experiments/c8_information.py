@@ -37,7 +37,7 @@ from ..ssld import information as info
 from ..worlds import World
 from . import config
 from .common import Measurement, Models
-from .config import param
+from .config import param, shared
 
 CLASSES = [tagger.CONTENT, tagger.FUNCTION, tagger.PUNCT]
 PALETTE = {tagger.CONTENT: "C3", tagger.FUNCTION: "C0", tagger.PUNCT: "C2"}
@@ -95,16 +95,19 @@ def pooled(sel: pd.DataFrame, n_bootstrap: int, seed: int) -> dict:
             "top-1 probability": p1, "top-1 low": p1_lo, "top-1 high": p1_hi}
 
 
-def class_entropies(target, sid, tok, lexicon, order_prompt, *, gen_length: int,
-                    temperature: float, n_bootstrap: int, seed: int, device: str,
-                    block_length: int | None = None):
+def class_entropies(target, sid, tok, world, order_prompt, config: Config):
     """Content vs function at commit time (SPEC.md section 5, C8): the target decodes
     ``order_prompt`` (prose: the ``[BOS]`` samples; math: held-out questions) in
     confidence order, one token per step (the C1 decoder of the world: one block,
-    or blocks of ``block_length`` with the decode time counted inside each,
+    or blocks of ``config.block_length`` with the decode time counted inside each,
     ``order.block_times``), through ``information.CommitRecorder``; each token
-    gets the entropy and top-1 probability of the forward that committed it.
-    Returns (values, by-class table, the tagged word tokens, facts)."""
+    gets the entropy and top-1 probability of the forward that committed it, and
+    ``world``'s roles its class. Returns (values, by-class table, the tagged word
+    tokens, facts)."""
+    gen_length, temperature = config.gen_length, config.temperature
+    n_bootstrap, seed, device = config.n_bootstrap, config.seed, config.device
+    block_length = world.order_blocks(config.block_length)
+    lexicon = world.roles()
     rec = info.CommitRecorder(target, sid)
     t0 = time.perf_counter()
     n = order_prompt.shape[0]
@@ -314,16 +317,22 @@ def order_group(context_free: bool) -> str:
             else "confidence order, one per step (questions)")
 
 
-def easy_tokens(target, sid, tok, lexicon, side_prompt, ref, ref_at, words, A,
-                V: int, *, gen_length: int, block_length: int, threshold: float,
-                thresholds: list, temperature: float, n_bootstrap: int, seed: int,
-                device: str, context_free: bool = True):
+def easy_tokens(target, sid, tok, world, side_prompt, reference, words, A,
+                config: Config):
     """What a token-space accelerator commits (the derivation's *easy tokens*): the
-    Fast-dLLM threshold decode of the anchors (``ref``) and one decode of the side
-    prompts at each lower threshold, through the recorder; tokens committed alone
-    and in steps of two or more, beside the confidence-order words and SSLD's anchors
-    at the verify pass and when the accelerator commits them. Returns (values, table
+    Fast-dLLM threshold decode of the anchors (``reference``: the result and its
+    recorded commits) and one decode of the side prompts at each lower threshold
+    (``config.thresholds``), through the recorder; tokens committed alone and in
+    steps of two or more, beside the confidence-order words and SSLD's anchors at
+    the verify pass and when the accelerator commits them. Returns (values, table
     by group, every token with its group, facts)."""
+    ref, ref_at = reference
+    gen_length, block_length = config.gen_length, config.block_length
+    threshold, thresholds = config.threshold, config.thresholds
+    temperature, device = config.temperature, config.device
+    n_bootstrap, seed = config.n_bootstrap, config.seed
+    lexicon, context_free = world.roles(), world.context_free
+    V = target.model.get_input_embeddings().weight.shape[0]
     THR = sorted(set(thresholds) | {threshold}, reverse=True)
     runs = {threshold: (ref, ref_at)}
     n_side = side_prompt.shape[0]
@@ -428,44 +437,74 @@ def closing_notes(values: dict, no_par: bool) -> dict:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Drafted):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "08_information"
 
-    world: str = config.world_param("08_information",
-                                    note="in math, the questions are every prompt")
-    model: str = param("dlmspec/base",
-        "target: its input embeddings define the semantic IDs")
-    draft: str = param("dlmspec/small",
-        "the cheap draft (same vocabulary as the target)")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    n_samples: int = param(32,
-        "prompted samples whose content positions are the anchors (one held-out "
-        "prompt each)")
-    prompt_length: int = param(16,
-        "their prompt: [BOS] and the first tokens of a held-out sentence (1: "
-        "[BOS] alone)")
+    world: str = shared("world", note="in math, the questions are every prompt")
+    n_samples: int = shared("n_samples", 32, "prompted, one held-out prompt each: "
+                            "their content positions are the anchors")
+    prompt_length: int = shared("prompt_length")
     n_side: int = param(16,
         "samples of the confidence-order decode ([BOS] prompt) and of each "
         "lower-threshold decode")
-    gen_length: int = param(48, "generated tokens per sample")
-    block_length: int = param(16, "block length of the Fast-dLLM decodes")
-    threshold: float = param(0.9,
-        "Fast-dLLM threshold of the decode whose content positions are the "
-        "anchors")
-    thresholds: list = param([0.1],
-        "lower thresholds also run, to see what parallel steps commit")
-    temperature: float = param(1.0,
-        "sampling temperature of every decode (0 would make [BOS] samples "
-        "identical)")
-    K: int = param(256, "number of semantic clusters")
+    thresholds: list = shared("thresholds")
     n_bins: int = param(3, "equal-count bins of a per-anchor measure")
-    n_bootstrap: int = param(1000, "bootstrap replicates (resampling whole sequences)")
-    seed: int = param(0, "seed of every random draw")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
+    n_bootstrap: int = 1000
+
+
+def prompt_sets(world: World, tok, config: Config):
+    """The page's prompts: (the anchors' ``n_samples`` prompts, ``n_side`` side
+    prompts, the confidence-order decode's prompts, the ``[BOS]`` prompts or
+    None). With a decode without context (prose): held-out prompts of
+    ``prompt_length`` (the start token alone when ``prompt_length`` is no longer
+    than it) for the anchors and the side decodes, the start token alone for the
+    order decode; else (math: every decode answers a question) the world's
+    prompts throughout, and no ``[BOS]`` case."""
+    where = dict(seed=config.seed, device=config.device)
+    if world.context_free:
+        _, prompt = world.prompt_pair(tok, config.n_samples, config.prompt_length,
+                                      **where)
+        bos_prompt, side_prompt = world.prompt_pair(tok, config.n_side,
+                                                    config.prompt_length, **where)
+        return prompt, side_prompt, bos_prompt, bos_prompt
+    prompt = world.prompts(tok, config.n_samples, **where)
+    side_prompt = world.prompts(tok, config.n_side, **where)
+    return prompt, side_prompt, side_prompt, None
+
+
+def anchor_decode(models: Models, sid, world: World, prompt, config: Config) -> dict:
+    """The anchors: the content words of a prompted Fast-dLLM threshold decode
+    (through ``information.CommitRecorder``), SSLD's draft and verify pass on the
+    same prompts, and one row per anchor (``information.anchor_table``). Returns
+    ref, ref_at (its recorded commits), anchors and anchors_piece (B, G), verify
+    (B, G, V), drafted, table and seconds; fewer than 3 anchors is an error."""
+    target, tok, lexicon = models.target, models.tokenizer, world.roles()
+    P = prompt.shape[1]
+    rec_thr = info.CommitRecorder(target, sid)
+    thr_cfg = accelerators.accelerators(
+        config.gen_length, config.block_length, config.threshold, config.temperature
+    )["Fast-dLLM threshold"]
+    t0 = time.perf_counter()
+    ref = generate(rec_thr, prompt, thr_cfg,
+                   order.row_generators(config.seed, config.n_samples, config.device))
+    ref_at = rec_thr.at_commit(ref)
+    anchors = inputs.anchor_mask(tok, ref.tokens, lexicon)[:, P:]  # (B, G) word anchors
+    anchors_piece = inputs.anchor_mask(tok, ref.tokens, lexicon, unit="piece")[:, P:]
+    verify = decoder.verify_logits(target, prompt, config.gen_length)  # (B, G, V)
+    drafted = drafting.SmallMarginalDraft(models.draft, sid)(prompt, config.gen_length)
+    anchor_logits, _, _ = info.commit_logits(target, ref, anchors)
+    table = info.anchor_table(ref.generated, anchors, verify, drafted, sid,
+                              target.mask_id, commit=ref_at,
+                              anchor_commit_logits=anchor_logits)
+    seconds = time.perf_counter() - t0
+    if len(table) < 3:
+        raise ValueError(
+            f"only {len(table)} content anchors: raise n_samples or gen_length"
+        )
+    return dict(ref=ref, ref_at=ref_at, anchors=anchors, anchors_piece=anchors_piece,
+                verify=verify, drafted=drafted, table=table, seconds=seconds)
 
 
 def measure(models: Models, world: World, config: Config) -> InformationMeasurement:
@@ -483,35 +522,9 @@ def measure(models: Models, world: World, config: Config) -> InformationMeasurem
     case (``c8_bos_*`` nan, ``arrays["bos_entropy"]`` None).
     """
     target, tok = models.target, models.tokenizer
-    lexicon = world.roles()
     sid = semantic.semantic_ids_for(target, config.K, seed=config.seed, tokenizer=tok)
     V = target.model.get_input_embeddings().weight.shape[0]
-    if world.context_free:
-        # with context: held-out prompts of prompt_length (prose: the start token
-        # alone when prompt_length is no longer than it); without: the start token
-        _, prompt = world.prompt_pair(
-            tok,
-            config.n_samples,
-            config.prompt_length,
-            seed=config.seed,
-            device=config.device,
-        )
-        bos_prompt, side_prompt = world.prompt_pair(
-            tok,
-            config.n_side,
-            config.prompt_length,
-            seed=config.seed,
-            device=config.device,
-        )
-        order_prompt = bos_prompt
-    else:  # every decode answers a question: the world's prompts throughout
-        prompt = world.prompts(
-            tok, config.n_samples, seed=config.seed, device=config.device
-        )
-        side_prompt = order_prompt = world.prompts(
-            tok, config.n_side, seed=config.seed, device=config.device
-        )
-        bos_prompt = None
+    prompt, side_prompt, order_prompt, bos_prompt = prompt_sets(world, tok, config)
     P = prompt.shape[1]
     facts = {
         "V": V,
@@ -521,61 +534,21 @@ def measure(models: Models, world: World, config: Config) -> InformationMeasurem
     }
     sizes = dict(n_bootstrap=config.n_bootstrap, seed=config.seed)
 
-    values, by_class, words, conf = class_entropies(
-        target,
-        sid,
-        tok,
-        lexicon,
-        order_prompt,
-        gen_length=config.gen_length,
-        temperature=config.temperature,
-        device=config.device,
-        block_length=world.order_blocks(config.block_length),
-        **sizes,
-    )
+    values, by_class, words, conf = class_entropies(target, sid, tok, world,
+                                                    order_prompt, config)
     values["c8_log_v"] = math.log(V)
     values["c8_class_note"] = class_note(values["c8_entropy_diff"])
     values["c8_n_samples"] = config.n_samples
     values["c8_n_side"] = config.n_side
 
-    # the anchors: the content words of a prompted threshold decode; SSLD's draft and
-    # verify pass on the same prompts
-    rec_thr = info.CommitRecorder(target, sid)
-    thr_cfg = accelerators.accelerators(
-        config.gen_length, config.block_length, config.threshold, config.temperature
-    )["Fast-dLLM threshold"]
-    t0 = time.perf_counter()
-    ref = generate(
-        rec_thr,
-        prompt,
-        thr_cfg,
-        order.row_generators(config.seed, config.n_samples, config.device),
-    )
-    ref_at = rec_thr.at_commit(ref)
-    anchors = inputs.anchor_mask(tok, ref.tokens, lexicon)[:, P:]  # (B, G) word anchors
-    anchors_piece = inputs.anchor_mask(tok, ref.tokens, lexicon, unit="piece")[:, P:]
-    verify = decoder.verify_logits(target, prompt, config.gen_length)  # (B, G, V)
-    drafted = drafting.SmallMarginalDraft(models.draft, sid)(prompt, config.gen_length)
-    anchor_logits, _, _ = info.commit_logits(target, ref, anchors)
-    A = info.anchor_table(
-        ref.generated,
-        anchors,
-        verify,
-        drafted,
-        sid,
-        target.mask_id,
-        commit=ref_at,
-        anchor_commit_logits=anchor_logits,
-    )
-    facts["anchor_seconds"] = time.perf_counter() - t0
-    if len(A) < 3:
-        raise ValueError(
-            f"only {len(A)} content anchors: raise n_samples or gen_length"
-        )
+    run = anchor_decode(models, sid, world, prompt, config)
+    ref, ref_at, anchors, verify, drafted, A = (
+        run[k] for k in ("ref", "ref_at", "anchors", "verify", "drafted", "table"))
+    facts["anchor_seconds"] = run["seconds"]
     values["c8_n_anchors"] = len(A)
     values["c8_prompt_length"] = P
     v, summary = anchor_rates(
-        A, ref, sid, drafted, verify, anchors, anchors_piece, **sizes
+        A, ref, sid, drafted, verify, anchors, run["anchors_piece"], **sizes
     )
     values.update(v)
 
@@ -591,26 +564,8 @@ def measure(models: Models, world: World, config: Config) -> InformationMeasurem
     values.update(v)
     v, bounds_table = bounds(A, sid.n_clusters, summary)
     values.update(v)
-    v, easy_table, easy, ez = easy_tokens(
-        target,
-        sid,
-        tok,
-        lexicon,
-        side_prompt,
-        ref,
-        ref_at,
-        words,
-        A,
-        V,
-        gen_length=config.gen_length,
-        block_length=config.block_length,
-        threshold=config.threshold,
-        thresholds=config.thresholds,
-        temperature=config.temperature,
-        device=config.device,
-        context_free=world.context_free,
-        **sizes,
-    )
+    v, easy_table, easy, ez = easy_tokens(target, sid, tok, world, side_prompt,
+                                          (ref, ref_at), words, A, config)
     values.update(v)
     values.update(easy_notes(values, ez["no_par"]))
     values.update(closing_notes(values, ez["no_par"]))

@@ -215,22 +215,42 @@ def training_table(sizes=SIZES, world=WORLD) -> pd.DataFrame:
     return table.astype({c: "Int64" for c in counts})  # counts stay whole
 
 
-def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
-            n_unseen: int = 200, regime_problems: int = 64, n_bootstrap: int = 2000,
-            seed: int = 0, batch_size: int = 64, device: str = "cpu",
+def run_values(dials: P.Dials, n_problems: int, n_unseen: int,
+               regime_problems: int, config: DecodeConfig) -> dict[str, Any]:
+    """What the math ladder's run was: its sizes, layout, grammar and decode."""
+    return {"m_math_n_problems": n_problems, "m_math_n_unseen": n_unseen,
+            "m_math_prompt_length": train_math.PROMPT_LENGTH,
+            "m_math_reserve": dials.reserve,
+            "m_math_regime_problems": min(regime_problems, n_problems),
+            "m_math_templates": len(dials.template_names),
+            "m_math_unseen_templates": len(dials.template_names
+                                           & P.UNSEEN_TEMPLATES),
+            "m_math_gen_length": config.gen_length,
+            "m_math_block_length": config.block_length,
+            "m_math_threshold": config.threshold}
+
+
+def measure(models: dict[str, Any], tokenizer, sizes, *, batch_size: int = 64,
             world=WORLD, prefix: str = "m_math_") -> Measurement:
     """Everything the models page measures in the math world (module docstring).
 
-    ``models``: size -> denoiser or None (``load_ladder``). Values are glued as
+    ``models``: size -> denoiser or None (``load_ladder``). ``sizes``: the models
+    page's ``Config`` (``experiments.models.Config``): ``math_problems`` held-out
+    problems, ``math_unseen`` of unseen templates, ``math_regime_problems`` for
+    the regime table, ``n_bootstrap``, ``seed`` and ``device``. Values are glued as
     ``<prefix>*`` (default ``m_math_*``); a missing model's figures are NaN.
     ``world``: a math world (``worlds.gsm.MathWorld``): its dials write the
     held-out problems, its folder holds the training logs.
     """
     if not prefix.startswith("m_") or not prefix.endswith("_"):
         raise ValueError(f"prefix must look like 'm_<name>_', got {prefix!r}")
+    n_problems, n_unseen = sizes.math_problems, sizes.math_unseen
+    regime_problems = sizes.math_regime_problems
+    n_bootstrap, seed, device = sizes.n_bootstrap, sizes.seed, sizes.device
     dials = world.dials
-    for name, n in [("n_problems", n_problems), ("n_unseen", n_unseen),
-                    ("regime_problems", regime_problems), ("batch_size", batch_size)]:
+    for name, n in [("math_problems", n_problems), ("math_unseen", n_unseen),
+                    ("math_regime_problems", regime_problems),
+                    ("batch_size", batch_size)]:
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {n!r}")
     v: dict[str, Any] = {}
@@ -244,15 +264,7 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
     unseen = world.problems(n_unseen, "unseen") if n_unseen else []
     prompts = world.prompts(tokenizer, n_problems).to(device)
     config = train_math.decode_config()
-    v["m_math_n_problems"], v["m_math_n_unseen"] = n_problems, n_unseen
-    v["m_math_prompt_length"] = train_math.PROMPT_LENGTH
-    v["m_math_reserve"] = dials.reserve
-    v["m_math_regime_problems"] = min(regime_problems, n_problems)
-    v["m_math_templates"] = len(dials.template_names)
-    v["m_math_unseen_templates"] = len(dials.template_names & P.UNSEEN_TEMPLATES)
-    v["m_math_gen_length"], v["m_math_block_length"] = config.gen_length, \
-        config.block_length
-    v["m_math_threshold"] = config.threshold
+    v.update(run_values(dials, n_problems, n_unseen, regime_problems, config))
     ladder, shown = [], {}
     for size, model in models.items():
         k = f"m_math_{size}"
@@ -306,34 +318,48 @@ def measure(models: dict[str, Any], tokenizer, *, n_problems: int = 400,
         {"question": [p.question_text for p in held[:N_SHOWN]],
          "reference": [p.solution_text for p in held[:N_SHOWN]],
          **{f"{s} decodes": t for s, t in shown.items()}})
-    if models.get("base") is None:
-        for key in ("threshold_tokens_per_nfe", "threshold_tokens_per_nfe_lo",
-                    "threshold_tokens_per_nfe_hi", "ended_share", "empty_share",
-                    *(f"block{bl}_tokens_per_nfe{end}"
-                      for bl in block_lengths(config.gen_length)
-                      for end in ("", "_lo", "_hi"))):
-            v[f"m_math_{key}"] = math.nan
-    else:
-        tables["block_lengths"] = block_length_table(models["base"], tokenizer, held,
-                                                     prompts, n_bootstrap, seed,
-                                                     batch_size)
-        for bl, row in tables["block_lengths"].iterrows():
-            for col, key in (("tokens per forward", "tokens_per_nfe"),
-                             ("low", "tokens_per_nfe_lo"),
-                             ("high", "tokens_per_nfe_hi")):
-                v[f"m_math_block{bl}_{key}"] = float(row[col])
-        tables["regime"] = regime_table(models["base"], tokenizer, held,
-                                        prompts, regime_problems, n_bootstrap, seed,
-                                        batch_size)
-        best = tables["regime"].drop(index=BASELINE).tokens_per_forward.idxmax()
-        v["m_math_regime_strongest"] = best
-        v["m_math_regime_strongest_tpf"] = float(
-            tables["regime"].loc[best, "tokens_per_forward"])
-        v["m_math_regime_strongest_text_fraction"] = float(
-            tables["regime"].loc[best, "text_fraction"])
+    base_v, base_tables = base_regime(models.get("base"), tokenizer, held, prompts,
+                                      sizes, regime_problems, batch_size)
+    v.update(base_v)
+    tables.update(base_tables)
     if prefix != "m_math_":
         v = {prefix + k[len("m_math_"):]: x for k, x in v.items()}
     return Measurement(v, tables, arrays)
+
+
+def base_regime(base, tokenizer, held, prompts, sizes, regime_problems: int,
+                batch_size: int) -> tuple[dict, dict]:
+    """The base rung's tokens per forward at each block length and its regime
+    table (``m_math_block*``, ``m_math_regime_*``), on ``held``/``prompts`` with
+    ``sizes``' bootstrap; all NaN where ``base`` is None (not trained yet)."""
+    v: dict[str, Any] = {}
+    tables: dict[str, Any] = {}
+    n_bootstrap, seed = sizes.n_bootstrap, sizes.seed
+    gen_length = train_math.decode_config().gen_length
+    if base is None:
+        for key in ("threshold_tokens_per_nfe", "threshold_tokens_per_nfe_lo",
+                    "threshold_tokens_per_nfe_hi", "ended_share", "empty_share",
+                    *(f"block{bl}_tokens_per_nfe{end}"
+                      for bl in block_lengths(gen_length)
+                      for end in ("", "_lo", "_hi"))):
+            v[f"m_math_{key}"] = math.nan
+        return v, tables
+    tables["block_lengths"] = block_length_table(base, tokenizer, held, prompts,
+                                                 n_bootstrap, seed, batch_size)
+    for bl, row in tables["block_lengths"].iterrows():
+        for col, key in (("tokens per forward", "tokens_per_nfe"),
+                         ("low", "tokens_per_nfe_lo"),
+                         ("high", "tokens_per_nfe_hi")):
+            v[f"m_math_block{bl}_{key}"] = float(row[col])
+    tables["regime"] = regime_table(base, tokenizer, held, prompts, regime_problems,
+                                    n_bootstrap, seed, batch_size)
+    best = tables["regime"].drop(index=BASELINE).tokens_per_forward.idxmax()
+    v["m_math_regime_strongest"] = best
+    v["m_math_regime_strongest_tpf"] = float(
+        tables["regime"].loc[best, "tokens_per_forward"])
+    v["m_math_regime_strongest_text_fraction"] = float(
+        tables["regime"].loc[best, "text_fraction"])
+    return v, tables
 
 
 def regime_table(target, tokenizer, held, prompts, n: int, n_bootstrap: int,
@@ -704,22 +730,23 @@ def targets_table(goals: dict[str, str], values: dict[str, Any],
 
 
 def free_ladder(tokenizer, goals: dict[str, str], evaluate: Callable[[str, dict], Any],
-                models: dict[str, Any] | None = None, *,
-                dtype: str | None = "float32", device_map: str | None = "none",
-                **sizes) -> Measurement:
+                sizes, models: dict[str, Any] | None = None, *,
+                batch_size: int = 64) -> Measurement:
     """The free ladder (issue 42, ``worlds.gsm.MATH``) measured as ``measure``
     measures the math ladder, on its own world's held-out problems, glued as
     ``m_free_*``; with its targets (``checks: models: free_targets``, written
     before it trained: ``goals``) evaluated: table ``targets``,
     ``m_free_targets_met`` of
-    ``m_free_targets_total``. ``models`` (default: the committed free ladder,
-    ``load_ladder(world=MATH)`` with ``dtype`` and ``device_map``)."""
+    ``m_free_targets_total``. ``sizes``: the models page's ``Config``, as
+    ``measure`` takes it. ``models`` (default: the committed free ladder,
+    ``load_ladder(world=MATH)`` with ``sizes``' ``dtype`` and ``device_map``)."""
     from ..worlds.gsm import MATH
 
     if models is None:
-        models = load_ladder(device=sizes.get("device", "cpu"), dtype=dtype,
-                             device_map=device_map, world=MATH)
-    m = measure(models, tokenizer, world=MATH, prefix="m_free_", **sizes)
+        models = load_ladder(device=sizes.device, dtype=sizes.dtype,
+                             device_map=sizes.device_map, world=MATH)
+    m = measure(models, tokenizer, sizes, batch_size=batch_size, world=MATH,
+                prefix="m_free_")
     table = targets_table(goals, m.values, evaluate)
     m.tables["targets"] = table
     m.values["m_free_targets_met"] = int(table.met.sum())

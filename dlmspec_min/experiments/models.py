@@ -35,7 +35,7 @@ from ..training import train
 from ..training.tokenizer import BOS_ID
 from . import config
 from .common import Measurement
-from .config import param
+from .config import param, shared
 
 SIZES = ("small", "base", "large")
 UNIGRAM = "unigram"
@@ -293,44 +293,35 @@ def regime_values(table: pd.DataFrame) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Loaded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "00_models"
 
-    seed: int = param(0, "seed for masks, decoding and shuffling")
-    n_samples: int = param(8, "sequences decoded per decoder in the cache comparison")
-    gen_length: int = param(48, "generated tokens per sample (after the [BOS] prompt)")
-    block_length: int = param(16, "block length of the blocked decoders")
-    threshold: float = param(0.9, "Fast-dLLM confidence threshold")
+    n_samples: int = shared("n_samples", 8, "in the cache comparison")
+    gen_length: int = shared("gen_length")
+    block_length: int = shared("block_length")
+    threshold: float = shared("threshold")
+    temperature: float = shared("temperature", note="of the regime table")
     n_texts: int = param(48,
         "held-out sentences scored by the judge (real and shuffled)")
     n_heldout: int = param(256,
         "held-out 64-token sequences of the masked-accuracy table")
     regime_samples: int = param(32,
         "unconditional samples every decoder of the regime table decodes")
-    temperature: float = param(1.0,
-        "sampling temperature of the regime table (the claim pages' default)")
-    n_bootstrap: int = param(2000,
-        "bootstrap replicates of the regime table's intervals")
-    judge: str = param("smollm2-135m", "independent judge model")
+    judge: str = shared("judge")
     math_problems: int = param(400,
         "held-out math problems each model of the math ladder decodes")
     math_unseen: int = param(200,
         "held-out problems written with templates never trained on")
     math_regime_problems: int = param(64,
         "held-out problems every decoder of the math regime table decodes")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
 
 
-def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int = 8,
-            gen_length: int = 48, block_length: int = 16, threshold: float = 0.9,
-            n_texts: int = 48, n_heldout: int = 256, judge: str = judges.SMOLLM2,
-            regime_samples: int = 32, temperature: float = 1.0, n_bootstrap: int = 2000,
-            device: str = "cpu", train_ds=None, test_ds=None) -> Measurement:
-    """Everything the models page measures, in the page's order.
+def measure(models: dict[str, Any], tokenizer, config: Config, *, train_ds=None,
+            test_ds=None) -> Measurement:
+    """Everything the models page measures, in the page's order, at ``config``'s
+    sizes and decode.
 
     ``models``: size name -> denoiser (``load_sizes``; the decoding and cache
     checks use ``models["base"]``); ``train_ds``/``test_ds``: the Brown splits
@@ -360,10 +351,10 @@ def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int 
         v[f"m_{size}_window_passes"] = seen[size] / (
             len(train_windows) * (train.SEQ_LEN - 1))
 
-    held = train.held_out_windows(tokenizer, n=n_heldout)
+    held = train.held_out_windows(tokenizer, n=config.n_heldout)
     v["m_n_heldout"] = len(held)
     top = most_frequent_token(tokenizer, train_windows)
-    acc = masked_accuracy(models, held, top, seed)
+    acc = masked_accuracy(models, held, top, config.seed)
     tables["accuracy"] = acc
     for r in acc.itertuples():
         key = accuracy_key(r.model, r.masked)
@@ -372,14 +363,16 @@ def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int 
     if set(SIZES) <= set(models):
         v["m_ladder_note"] = ladder_note(v)
 
-    v["m_block_length"] = block_length
+    v["m_block_length"] = config.block_length
     target = models["base"]
-    prompt = torch.full((n_samples, 1), BOS_ID, device=device)
+    prompt = torch.full((config.n_samples, 1), BOS_ID, device=config.device)
     arrays["runs"], tables["samples"] = unconditional_samples(
-        target, tokenizer, prompt, decoder_configs(gen_length, block_length, threshold))
+        target, tokenizer, prompt,
+        decoder_configs(config.gen_length, config.block_length, config.threshold))
     v["m_threshold_tokens_per_nfe"] = arrays["runs"]["threshold"].mean_tokens_per_nfe
-    v["m_cache_exact_full"] = cache_exactness(target, n_samples, gen_length, device)
-    cache = stale_cache_table(target, prompt, gen_length, block_length)
+    v["m_cache_exact_full"] = cache_exactness(target, config.n_samples,
+                                              config.gen_length, config.device)
+    cache = stale_cache_table(target, prompt, config.gen_length, config.block_length)
     tables["cache"] = cache
     v["m_cache_dual_tokens_small_block"] = cache.query("cache == 'dual'").sort_values(
         "block_length")["identical_tokens"].iloc[0]
@@ -392,20 +385,20 @@ def measure(models: dict[str, Any], tokenizer, *, seed: int = 0, n_samples: int 
     v["m_tagger_words"] = agree["n_words"]
 
     t0 = time.perf_counter()
-    jm = judges.load_judge(judge, device=device)
+    jm = judges.load_judge(config.judge, device=config.device)
     judge_load = time.perf_counter() - t0
-    v.update(judge_separation(jm, test_ds, n_texts, seed))
+    v.update(judge_separation(jm, test_ds, config.n_texts, config.seed))
     v["m_judge_load_seconds"] = judge_load
 
     # the regime: how much of the window is text, and how fast each part decodes
-    runs = regime_runs(target, tokenizer, n_samples=regime_samples,
-                       gen_length=gen_length, block_length=block_length,
-                       threshold=threshold, temperature=temperature, seed=seed,
-                       device=device)
-    tables["regime"] = regime.regime_table(runs, tokenizer.eos_token_id, n_bootstrap,
-                                           seed)
-    v["m_regime_samples"] = regime_samples
-    v["m_regime_rule_threshold"] = threshold
-    v["m_regime_temperature"] = temperature
+    runs = regime_runs(target, tokenizer, n_samples=config.regime_samples,
+                       gen_length=config.gen_length, block_length=config.block_length,
+                       threshold=config.threshold, temperature=config.temperature,
+                       seed=config.seed, device=config.device)
+    tables["regime"] = regime.regime_table(runs, tokenizer.eos_token_id,
+                                           config.n_bootstrap, config.seed)
+    v["m_regime_samples"] = config.regime_samples
+    v["m_regime_rule_threshold"] = config.threshold
+    v["m_regime_temperature"] = config.temperature
     v.update(regime_values(tables["regime"]))
     return Measurement(v, tables, arrays)

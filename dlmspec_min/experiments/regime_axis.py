@@ -59,7 +59,7 @@ from . import c3_win_condition as c3m
 from . import c4_cluster_verification as c4m
 from . import config
 from .common import Measurement, load_models
-from .config import param
+from .config import param, shared
 
 THRESHOLD, TRAJ = "Fast-dLLM threshold", "trajectory speculation (exact)"
 # the base policy whose tokens trajectory speculation keeps
@@ -387,16 +387,17 @@ def traj_exact(c3: Measurement) -> float:
     return float((gen[DUAL] == gen[TRAJ]).all(dim=1).double().mean())
 
 
-def measure_setting(models, world: MathWorld, *, n_samples: int, K: int,
-                    n_codebooks: int, n_train: int, n_permutations: int,
-                    n_bootstrap: int, seed: int, device: str = "cpu",
+def measure_setting(models, world: MathWorld, config: Config, *, n_codebooks: int,
                     verdict: Callable[[str, dict], str],
                     ids: str = "kmeans") -> dict[str, Any]:
     """One setting's figures (``COLUMNS``' keys but competence), measured by C3's
-    and C4's own code at the world's decode, with the semantic IDs ``ids``
-    (``INSTRUMENTS``). C4 compares cluster with token verification, which
-    fine IDs (every token its own cluster) make one and the same: it is not
-    measured there."""
+    and C4's own code at the world's decode and ``config``'s sizes, pooling
+    ``n_codebooks`` codebooks, with the semantic IDs ``ids`` (``INSTRUMENTS``).
+    C4 compares cluster with token verification, which fine IDs (every token
+    its own cluster) make one and the same: it is not measured there."""
+    n_samples, K, n_train = config.n_samples, config.K, config.n_train
+    n_permutations, n_bootstrap = config.n_permutations, config.n_bootstrap
+    seed, device = config.seed, config.device
     if ids not in INSTRUMENTS:
         raise ValueError(f"ids must be one of {sorted(INSTRUMENTS)}, got {ids!r}")
     d = world.decode
@@ -472,25 +473,20 @@ def _missing(world: MathWorld, device, dtype) -> tuple[Any, str | None]:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Measured):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "11_regime"
 
-    n_samples: int = param(24,
-        "held-out questions each setting decodes (C3 and C4 alike)")
-    K: int = param(32, "semantic clusters (the math world's K)")
-    n_codebooks: int = param(5,
-        "codebooks alpha_SID averages (seeds seed*n ... seed*n+n-1)")
+    n_samples: int = shared("n_samples", 24,
+                            "held-out questions each setting decodes (C3 and C4)")
+    K: int = shared("K", catalogue.get("math").K, "the math world's")
+    n_codebooks: int = shared("n_codebooks")
     n_codebooks_fine: int = param(1,
         "codebooks of a fine-ID setting (the same IDs in each; only the head's "
         "training windows differ)")
-    n_train: int = param(2048, "training problems of the SID head, per setting's world")
-    n_permutations: int = param(2000, "size-matched random clusterings of C4's test")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling whole questions)")
-    seed: int = param(0, "seed of every random draw; picks which held-out questions")
-    dtype: str = config.dtype_param()
-    device: str = config.device_param()
+    n_train: int = shared("n_train", note="per setting's world")
+    n_permutations: int = shared("n_permutations", 2000, "C4's test")
 
 
 def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
@@ -538,11 +534,8 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
                      f"on {world.target} with {world.draft}, {ids} IDs "
                      f"({config.n_samples} questions, {books} "
                      f"codebook{'s' * (books > 1)})")
-            figures = measure_setting(
-                models, world, n_samples=config.n_samples, K=config.K,
-                n_codebooks=books, n_train=config.n_train,
-                n_permutations=config.n_permutations, n_bootstrap=config.n_bootstrap,
-                seed=config.seed, device=config.device, verdict=verdict, ids=ids)
+            figures = measure_setting(models, world, config, n_codebooks=books,
+                                      verdict=verdict, ids=ids)
             status = "measured"
         figures.update(competence(world.target, competent or {}))
         v.update({f"r_{name}_{k}": x for k, x in figures.items()})

@@ -35,7 +35,6 @@ from ..measures import bench, stats
 from ..measures import judge as judges
 from . import config
 from .common import Measurement, Models
-from .config import param
 
 VANILLA, THRESHOLD = "vanilla (1 token/step)", "Fast-dLLM threshold"
 DUAL, TRAJ = "Fast-dLLM + dual cache", "trajectory speculation (exact)"
@@ -351,46 +350,29 @@ def paper_table(m: Measurement, paper: dict) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(config.Claim):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "09_trajectory_speculation"
 
-    world: str = config.world_param("09_trajectory_speculation")
-    model: str = param("dlmspec/base",
-        "target denoiser: dlmspec/small|base|large, a registry name or a local "
-        "folder")
-    trust_remote_code: bool = config.trust_remote_code_param()
-    n_samples: int = param(8,
-        "prompts (held-out Brown prefixes by default), decoded greedily by every "
-        "decoder")
-    prompt_source: str = param("brown",
-        "the prompts: [BOS] and the start of held-out Brown sentences (brown), "
-        "the math world's held-out questions (questions), or a datasets dataset "
-        "NAME:CONFIG:SPLIT:COLUMN such as gsm8k:main:test:question (hub access "
-        "opted in)")
-    prompt_length: int = param(8,
-        "prompt tokens: [BOS] and the first 7 tokens of a held-out sentence")
-    gen_length: int = param(48, "generated tokens per prompt")
-    block_length: int = param(16, "block length of every decoder")
-    threshold: float = param(0.9,
-        "Fast-dLLM confidence threshold of the main comparison")
-    spec_budget: int = param(15, "draft-tree nodes verified per call besides the root")
-    spec_low: float = param(0.1, "the draft never branches on confidences below this")
-    thresholds: list = param([0.3, 0.5, 0.7, 0.9, 1.0],
-        "threshold sweep (speed/quality frontier)")
-    n_sweep: int = param(4,
+    n_samples: int = config.shared("n_samples", 8,
+                                   "prompts, decoded greedily by every decoder")
+    prompt_source: str = "brown"
+    prompt_length: int = 8
+    spec_budget: int = config.param(
+        15, "draft-tree nodes verified per call besides the root")
+    spec_low: float = config.param(
+        0.1, "the draft never branches on confidences below this")
+    thresholds: list = config.shared("thresholds", [0.3, 0.5, 0.7, 0.9, 1.0],
+                                     "the sweep of the speed/quality frontier")
+    n_sweep: int = config.param(4,
         "prompts per threshold of the sweep (the first of the n_samples)")
-    n_repeats: int = param(3, "timed repeats of the loop-overhead measurement")
-    judge: str = param("smollm2-135m", "independent judge of the decoded texts")
-    threads: int = param(1,
+    n_repeats: int = config.shared("n_repeats",
+                                   note="of the loop-overhead measurement")
+    judge: str = config.shared("judge")
+    threads: int = config.param(1,
         "torch CPU threads (1: timings that other jobs on the machine disturb "
         "least)")
-    n_bootstrap: int = param(2000, "bootstrap replicates (resampling prompts)")
-    seed: int = param(0, "seed of the prompt order and the bootstraps")
-    dtype: str = config.dtype_param()
-    device_map: str = config.device_map_param()
-    device: str = config.device_param()
 
 
 def measure(

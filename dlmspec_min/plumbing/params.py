@@ -27,9 +27,9 @@ DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
 def _model_name(v):
     from ..decoding.denoisers import known_model_names
 
-    names = known_model_names()
-    if v in names or Path(v).is_dir():
-        return None
+    names = known_model_names()  # the embedded ones this machine holds
+    if v in names or v in catalogue.rungs() or Path(v).is_dir():
+        return None  # a catalogue rung not trained here: preflight says how
     return f"must be a registered model ({', '.join(names)}) or a local model folder"
 
 

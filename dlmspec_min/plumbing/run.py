@@ -292,6 +292,9 @@ def describe(path: Path, notebook_params: dict[str, dict]) -> str:
             f"  {name:<18} {p.get('inferred_type_name') or '':<10} "
             f"default {p.get('default')}  {p.get('help') or ''}".rstrip()
         )
+    if "world" in notebook_params:  # the catalogue's worlds, named here, not in cells
+        lines.append("worlds (-p world NAME; dlmspec_min/catalogue.py):")
+        lines += [f"  {e.name:<18} {e.title}" for e in catalogue.ENTRIES]
     return "\n".join(lines)
 
 

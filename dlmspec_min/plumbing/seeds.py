@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from .. import catalogue
 from ..experiments import config
-from ..experiments.config import param
+from ..experiments.config import param, shared
 from ..paths import REPO_ROOT
 from . import claims
 
@@ -142,7 +142,7 @@ class Config(config.Config):
 
     NOTEBOOK: ClassVar[str] = "10_seeds"
 
-    world: str = config.world_param("10_seeds", "the world the claims are rerun in")
+    world: str = shared("world", note="the claims are rerun in it")
     seeds: list = param([0, 1, 2],
         "seeds each claim's notebook is run at (its `seed` parameter)")
     claims: list = param(["C2", "C3", "C6", "C7"],

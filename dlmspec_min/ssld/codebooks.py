@@ -114,25 +114,51 @@ class Codebook:
     table: pd.DataFrame  # acceptance_table of preds
 
 
+@dataclass(frozen=True)
+class Scored:
+    """The one fixed decode every codebook is scored on: ``prompt`` (B, P), the
+    target's ``tokens`` (B, G) and the ``anchors`` (B, G) among them, counted in
+    ``unit`` (``inputs.anchor_mask``'s: ``"word"`` or ``"piece"``; the head is
+    trained on anchors of the same unit)."""
+
+    prompt: torch.Tensor
+    tokens: torch.Tensor
+    anchors: torch.Tensor
+    unit: str = "word"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the codebooks are built and scored: ``K`` k-means clusters of ``levels``
+    residual levels, the head trained on ``n_train`` rows, ``n_bootstrap``
+    replicates drawn with ``seed``. A claim page's ``Config`` has these fields
+    and serves as one (``codebooks(..., config, ...)``)."""
+
+    K: int
+    levels: int = 1
+    n_train: int = 2048
+    n_bootstrap: int = 2000
+    seed: int = 0
+
+
 def codebooks(
-    target, draft_denoiser, tokenizer, world, prompt: torch.Tensor,
-    tokens: torch.Tensor, anchors: torch.Tensor, K: int, seeds: Sequence[int], *,
-    levels: int = 1, n_train: int = 2048, n_boot: int = 2000, boot_seed: int = 0,
-    head_kw: dict | None = None, verify: torch.Tensor | None = None,
-    seq_len: int | None = None, unit: str = "word",
+    target, draft_denoiser, tokenizer, world, scored: Scored, settings: Settings,
+    seeds: Sequence[int], *, head_kw: dict | None = None,
+    verify: torch.Tensor | None = None, seq_len: int | None = None,
 ) -> dict[int, Codebook]:
     """Rebuild the IDs and both drafts for each seed, on one fixed decode.
 
     For each seed: k-means IDs over the target's input embeddings
-    (``semantic_ids_for``), ``n_train`` training rows of ``world`` for the head
-    (``training_windows``, laid out as ``prompt``), both drafts
+    (``semantic_ids_for``, ``settings.K`` and ``levels``), ``settings.n_train``
+    training rows of ``world`` for the head (``training_windows``, laid out as
+    ``scored.prompt``, anchors in ``scored.unit``), both drafts
     (``drafts_for``), the target's own first-pass guess (``verify`` (B, G, V):
     ``verify_logits`` of the prompt, computed here if None) and their
-    ``acceptance_table`` on ``tokens``/``anchors`` (B, G), the target's decode.
-    ``seq_len`` sets the training windows' length (default: the models');
-    ``unit`` the anchors the head is trained on (``anchor_mask``; pass the unit
-    of ``anchors``).
+    ``acceptance_table`` on ``scored.tokens``/``anchors`` (B, G), the target's
+    decode (``settings.n_bootstrap`` replicates, seed ``settings.seed``).
+    ``seq_len`` sets the training windows' length (default: the models').
     """
+    prompt, tokens, anchors = scored.prompt, scored.tokens, scored.anchors
     seeds = list(seeds)
     if not seeds:
         raise ValueError("seeds must name at least one seed")
@@ -143,15 +169,18 @@ def codebooks(
         verify = verify_logits(target, prompt, G)
     books = {}
     for s in seeds:
-        sid = semantic_ids_for(target, K, seed=s, tokenizer=tokenizer, levels=levels)
-        windows, content = training_windows(world, tokenizer, n_train, s, prompt=prompt,
-                                            seq_len=seq_len, unit=unit)
+        sid = semantic_ids_for(target, settings.K, seed=s, tokenizer=tokenizer,
+                               levels=settings.levels)
+        windows, content = training_windows(world, tokenizer, settings.n_train, s,
+                                            prompt=prompt, seq_len=seq_len,
+                                            unit=scored.unit)
         drafters = drafts_for(draft_denoiser, sid, windows, content, P, G,
                               **(head_kw or {}))
         outputs = {name: d(prompt, G) for name, d in drafters.items()}
         preds = {name: o.sids for name, o in outputs.items()}
         preds[FIRST_PASS] = target_cluster_argmax(verify, sid)
-        table = acceptance_table(preds, tokens, anchors, sid, n_boot, boot_seed)
+        table = acceptance_table(preds, tokens, anchors, sid, settings.n_bootstrap,
+                                 settings.seed)
         books[s] = Codebook(s, sid, windows, content, drafters, outputs, preds, table)
     return books
 

@@ -66,6 +66,25 @@ E2E_KEYS = ("e2e_ratio", "e2e_ratio_lo", "e2e_ratio_hi", "e2e_accepted_share")
 # --- all key figures of one prompt set ------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Settings:
+    """What ``key_figures`` runs at: the decode (``gen_length``, ``block_length``,
+    ``threshold``, ``temperature``), the codebooks (``K``, ``levels``,
+    ``n_train``) and the bootstrap (``n_bootstrap`` replicates, ``seed``, which
+    also seeds every decode's row streams). C6's ``Config`` has these fields and
+    serves as one."""
+
+    K: int
+    gen_length: int
+    block_length: int
+    threshold: float
+    temperature: float
+    levels: int = 1
+    n_train: int = 2048
+    n_bootstrap: int = 2000
+    seed: int = 0
+
+
 @dataclass
 class KeyFigures:
     """The C1-C3 key figures of one prompt set (``key_figures``)."""
@@ -105,11 +124,33 @@ class KeyFigures:
         return int(self.anchors.sum())
 
 
+def _check_prompt(prompt, world, gen_length: int) -> None:
+    """A (B, P) prompt, B >= 1, whose rows plus ``gen_length`` fit the head's
+    training windows of ``world``."""
+    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[0] < 1:
+        raise ValueError("prompt must be a (batch, prompt_length) tensor, batch >= 1")
+    length = prompt.shape[1] + gen_length
+    if world.row_length < length:
+        raise ValueError(
+            f"the head's training windows hold {world.row_length} tokens, fewer than "
+            f"prompt_length + gen_length = {length}: shorten the prompt or the "
+            "generation"
+        )
+
+
+def _end_to_end(res, accelerated, anchors, infill: str, n_boot: int,
+                seed: int) -> dict:
+    """SSLD's end-to-end run against the accelerator it infills with: the ratio of
+    their forwards (a bootstrap interval) and the anchors' accepted share."""
+    acc_nfe = accelerated.nfe.detach().cpu().double().numpy()
+    est, lo, hi = stats.ratio_bootstrap(res.nfe.cpu().numpy(), acc_nfe, n_boot, seed)
+    return dict(infill=infill, ratio=est, low=lo, high=hi,
+                accepted_share=res.n_accepted.sum().item() / anchors.sum().item())
+
+
 def key_figures(
-    target, draft, tokenizer, prompt: torch.Tensor, *, K: int, codebook_seeds,
-    world, gen_length: int, block_length: int, threshold: float,
-    temperature: float, levels: int = 1, n_train: int = 2048, seed: int = 0,
-    n_boot: int = 2000, counts: np.ndarray | None = None,
+    target, draft, tokenizer, prompt: torch.Tensor, *, world, settings: Settings,
+    codebook_seeds, counts: np.ndarray | None = None,
     e2e_infill: str | None = None, head_kw: dict | None = None,
 ) -> KeyFigures:
     """Measure C1's AUC, alpha_SID, tau_acc, alpha*, the shortfall (and SSLD's NFE).
@@ -124,16 +165,12 @@ def key_figures(
     to run SSLD end to end with the best draft of the first codebook (None:
     skip). ``head_kw`` goes to ``drafting.train_sid_head`` (e.g. ``steps``).
     """
-    if not isinstance(prompt, torch.Tensor) or prompt.dim() != 2 or prompt.shape[0] < 1:
-        raise ValueError("prompt must be a (batch, prompt_length) tensor, batch >= 1")
+    _check_prompt(prompt, world, settings.gen_length)
     B, P = prompt.shape
-    G, device = gen_length, prompt.device
-    if world.row_length < P + G:
-        raise ValueError(
-            f"the head's training windows hold {world.row_length} tokens, fewer than "
-            f"prompt_length + gen_length = {P + G}: shorten the prompt or the "
-            "generation"
-        )
+    G, device = settings.gen_length, prompt.device
+    block_length, threshold = settings.block_length, settings.threshold
+    temperature, seed = settings.temperature, settings.seed
+    n_boot = settings.n_bootstrap
     configs = accelerators.accelerators(G, block_length, threshold, temperature,
                                 supports_cache=getattr(target, "supports_cache", False))
     if e2e_infill is not None and e2e_infill not in configs:
@@ -171,10 +208,9 @@ def key_figures(
     if not anchors.any():
         raise ValueError("the target's decode holds no content token: no anchors to "
                          "draft; decode more or longer samples")
-    books = codebooks.codebooks(target, draft, tokenizer, world, prompt, tokens,
-                                anchors, K, codebook_seeds, levels=levels,
-                                n_train=n_train, n_boot=n_boot, boot_seed=seed,
-                                head_kw=head_kw)
+    books = codebooks.codebooks(
+        target, draft, tokenizer, world, codebooks.Scored(prompt, tokens, anchors),
+        settings, codebook_seeds, head_kw=head_kw)
     first_book = next(iter(books.values()))
     table = codebooks.pooled_acceptance(books, tokens, anchors, n_boot, seed)
     table["c"] = [drafting.relative_cost(first_book.outputs[n], target, P + G)
@@ -197,11 +233,7 @@ def key_figures(
         res = accelerators.draft_then_ssld(target, first_book.drafters[best], prompt,
                                            anchors, first_book.sid, configs[e2e_infill],
                                            gens(), float(table.loc[best, "c"]))
-        acc_nfe = runs[e2e_infill].nfe.detach().cpu().double().numpy()
-        est, e_lo, e_hi = stats.ratio_bootstrap(res.nfe.cpu().numpy(), acc_nfe, n_boot,
-                                                seed)
-        e2e = dict(infill=e2e_infill, ratio=est, low=e_lo, high=e_hi,
-                   accepted_share=res.n_accepted.sum().item() / anchors.sum().item())
+        e2e = _end_to_end(res, runs[e2e_infill], anchors, e2e_infill, n_boot, seed)
         seconds["SSLD end to end"] = time.perf_counter() - t0
 
     return KeyFigures(

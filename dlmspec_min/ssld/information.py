@@ -341,20 +341,29 @@ def anchor_table(
         v = v[anchors].cpu()
         table[name] = v.numpy().astype(int if v.dtype == torch.bool else float)
     if anchor_commit_logits is not None:
-        if anchor_commit_logits.shape[0] != len(table):
-            raise ValueError(
-                f"anchor_commit_logits has {anchor_commit_logits.shape[0]} rows for "
-                f"{len(table)} anchors; build it with commit_logits(..., where=anchors)"
-            )
-        lp = log_probs(anchor_commit_logits.to(dev), mask_id)  # (N, V)
-        qt = cluster_probabilities(lp.exp(), sid)  # (N, K)
-        ids = torch.tensor(table["sid"].to_numpy(), device=dev)
-        toks = torch.tensor(table["token"].to_numpy(), device=dev)
-        info = _nats(qt.gather(-1, ids[:, None])[:, 0])
-        table["sid_info_commit"] = info.cpu().numpy()
-        table["token_info_commit"] = (-lp.gather(-1, toks[:, None])[:, 0]).cpu().numpy()
-        table["glue_info"] = table["sid_info_verify"] - table["sid_info_commit"]
+        _add_commit_information(table, anchor_commit_logits.to(dev), sid, mask_id)
     return table
+
+
+def _add_commit_information(table, logits: torch.Tensor, sid: SemanticIDs,
+                            mask_id: int) -> None:
+    """``anchor_table``'s columns from the logits each anchor was committed from
+    (N, V), row-major: ``sid_info_commit``, ``token_info_commit`` and
+    ``glue_info`` (added to ``table`` in place)."""
+    if logits.shape[0] != len(table):
+        raise ValueError(
+            f"anchor_commit_logits has {logits.shape[0]} rows for "
+            f"{len(table)} anchors; build it with commit_logits(..., where=anchors)"
+        )
+    dev = logits.device
+    lp = log_probs(logits, mask_id)  # (N, V)
+    qt = cluster_probabilities(lp.exp(), sid)  # (N, K)
+    ids = torch.tensor(table["sid"].to_numpy(), device=dev)
+    toks = torch.tensor(table["token"].to_numpy(), device=dev)
+    info = _nats(qt.gather(-1, ids[:, None])[:, 0])
+    table["sid_info_commit"] = info.cpu().numpy()
+    table["token_info_commit"] = (-lp.gather(-1, toks[:, None])[:, 0]).cpu().numpy()
+    table["glue_info"] = table["sid_info_verify"] - table["sid_info_commit"]
 
 
 def binned_rates(

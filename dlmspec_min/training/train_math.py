@@ -120,6 +120,17 @@ def ladder(world: str) -> catalogue.Entry:
     return catalogue.get(world)
 
 
+def world_of_folder(folder: str) -> str:
+    """The math world whose ladder lives in ``data/models/<folder>`` (what the
+    decoder's hint for a missing rung names: ``--folder``)."""
+    for name in LADDERS:
+        if catalogue.get(name).folder == folder:
+            return name
+    raise ValueError(f"no math world of dlmspec_min/catalogue.py keeps its ladder in "
+                     f"{folder!r}; the folders: "
+                     + ", ".join(catalogue.get(n).folder for n in LADDERS))
+
+
 def ladder_dir(world: str = "math") -> Path:
     """Where the ladder of the math world ``world`` keeps its rungs."""
     return models_dir() / ladder(world).folder
@@ -390,6 +401,8 @@ def main(argv=None):
                    help="which math world's ladder (dlmspec_min.catalogue): "
                    + ", ".join(f"{e} (data/models/{ladder(e).folder})"
                                for e in LADDERS))
+    p.add_argument("--folder", help="the ladder's folder under data/models instead "
+                   "of --world (its world: the catalogue entry whose folder it is)")
     p.add_argument("--steps", type=int, help="total steps (default: STEPS[size])")
     p.add_argument("--stop-after", type=float, metavar="SECONDS",
                    help="end at the first checkpoint after SECONDS (resume later)")
@@ -404,6 +417,11 @@ def main(argv=None):
                 "default: lr_for(size), 1e-3 * 128 / width" if k == "lr"
                 else f"default: {v}"))
     a = p.parse_args(argv)
+    if a.folder is not None:
+        try:
+            a.world = world_of_folder(a.folder)
+        except ValueError as e:
+            p.error(str(e))
     if not (a.tokenizer or a.size):
         p.error("give --size and/or --tokenizer")
     if a.tokenizer:

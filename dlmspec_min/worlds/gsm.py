@@ -24,7 +24,7 @@ rows of 32 + 32, one block of 32, Fast-dLLM's threshold 0.9, greedy).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -76,10 +76,16 @@ class MathWorld(World):
     """A math world: the grammar's ``dials`` (``problems.Dials``) write its problems,
     held-out and training alike; every math world shares the tokenizer."""
 
-    dials: P.Dials = field(default=train_math.DIALS)
-    # the row layout its models were trained on: prompt_length tokens of
-    # question, then ``decode["gen_length"]`` of solution
-    prompt_length: int = train_math.PROMPT_LENGTH
+    @property
+    def dials(self) -> P.Dials:
+        """The grammar that writes its problems (the entry's ``grammar``)."""
+        return getattr(P, self.entry.grammar)
+
+    @property
+    def prompt_length(self) -> int:
+        """The row layout its models were trained on: ``prompt_length`` tokens of
+        question, then ``decode["gen_length"]`` of solution."""
+        return self.entry.prompt_length
 
     def tokenizer(self):
         from ..training.tokenizer import load_tokenizer
@@ -179,12 +185,10 @@ def math_world(entry: catalogue.Entry) -> MathWorld:
     math world (``worlds.get_world`` calls it)."""
     if entry.kind != "math":
         raise ValueError(f"{entry.name!r} is a {entry.kind} world, not a math world")
-    return MathWorld(
-        name=entry.name, title=entry.title, dials=getattr(P, entry.grammar),
-        ladder=entry.ladder, draft=entry.role("draft"), target=entry.role("target"),
-        strong=entry.role("strong"), context_free=entry.context_free,
-        order_in_blocks=entry.order_in_blocks, prompt_length=entry.prompt_length,
-        decode=entry.decode)
+    if not isinstance(getattr(P, entry.grammar or "", None), P.Dials):
+        raise ValueError(f"{entry.name!r}: grammar {entry.grammar!r} is not a dial set "
+                         "of dlmspec_min.texts.problems (e.g. FREE, NARROW)")
+    return MathWorld(entry)
 
 
 # The claims' math world: the free world since 2026-12-06 (issue 42, item 5),

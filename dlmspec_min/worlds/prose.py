@@ -103,11 +103,7 @@ def prose_world(entry: catalogue.Entry) -> ProseWorld:
     """The prose world of a catalogue entry: its ladder, roles and decode."""
     if entry.kind != "prose":
         raise ValueError(f"{entry.name!r} is a {entry.kind} world, not a prose world")
-    return ProseWorld(name=entry.name, title=entry.title, ladder=entry.ladder,
-                      draft=entry.role("draft"), target=entry.role("target"),
-                      strong=entry.role("strong"), decode=entry.decode,
-                      context_free=entry.context_free,
-                      order_in_blocks=entry.order_in_blocks)
+    return ProseWorld(entry)
 
 
 PROSE = prose_world(catalogue.get("prose"))

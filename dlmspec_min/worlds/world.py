@@ -3,29 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
+
+from .. import catalogue
 
 
 @dataclass(frozen=True)
 class World:
     """What a claim is measured in; subclasses say where text and roles come from.
 
-    ``ladder``: model names, smallest first. ``draft``, ``target`` and ``strong``:
-    the claims' default draft, target and strong model (C7). ``decode``: the
-    world's default decode (``gen_length``, ``block_length``, ``threshold``).
-    ``context_free``: whether the world has decodes without context (prose: from
-    ``[BOS]`` alone); the math world's models answer questions, so every decode
-    there has one, and C6 measures its prompted side only. ``order_in_blocks``:
-    whether C1's order decodes (confidence, random, threshold) run in the
-    ``block_length`` blocks of the page, their decode time counted inside each
-    block (``order.block_times``), instead of in one block over the whole
-    generation: in the math world a single 96-token block commits the learned
-    ``[EOS]`` tail first and leaves a few words of text (decided 2026-12-03,
-    ``book/claims.yml``).
+    ``entry``: the world's catalogue entry (``dlmspec_min.catalogue``), the one
+    definition of its facts; the world reads them from it. ``ladder``: model names,
+    smallest first. ``draft``, ``target`` and ``strong``: the claims' default draft,
+    target and strong model (C7). ``decode``: the world's default decode
+    (``gen_length``, ``block_length``, ``threshold``). ``context_free``: whether the
+    world has decodes without context (prose: from ``[BOS]`` alone); the math
+    world's models answer questions, so every decode there has one, and C6 measures
+    its prompted side only. ``order_in_blocks``: whether C1's order decodes
+    (confidence, random, threshold) run in the ``block_length`` blocks of the page,
+    their decode time counted inside each block (``order.block_times``), instead of
+    in one block over the whole generation: in the math world a single 96-token
+    block commits the learned ``[EOS]`` tail first and leaves a few words of text
+    (decided 2026-12-03, ``book/claims.yml``).
 
     A world's *roles* (``roles()``) are a callable from a list of words to their
     classes (``measures.tagger``'s ``content``, ``function``, ``punct``); every
@@ -34,16 +37,20 @@ class World:
     replaces the world's own (``retagged``).
     """
 
-    name: str
-    title: str
-    ladder: tuple[str, ...]
-    draft: str
-    target: str
-    strong: str
-    decode: dict = field(default_factory=dict)
+    entry: catalogue.Entry
     tagger: Callable[[list[str]], list[str]] | None = None
-    context_free: bool = True
-    order_in_blocks: bool = False
+
+    # the entry's facts, read from it (never restated here)
+    name = property(lambda self: self.entry.name)
+    title = property(lambda self: self.entry.title)
+    ladder = property(lambda self: self.entry.ladder)
+    decode = property(lambda self: self.entry.decode)
+    context_free = property(lambda self: self.entry.context_free)
+    order_in_blocks = property(lambda self: self.entry.order_in_blocks)
+    # the claims' roles: model names of the entry's rungs
+    draft = property(lambda self: self.entry.role("draft"))
+    target = property(lambda self: self.entry.role("target"))
+    strong = property(lambda self: self.entry.role("strong"))
 
     def order_blocks(self, block_length: int) -> int | None:
         """The block length of C1's order decodes in this world: ``block_length``
