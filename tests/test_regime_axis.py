@@ -194,7 +194,7 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     glued = set(re.findall(r"\{glue:text\}`(r_[a-z0-9_]+)", page))
     glued -= {"r_paper_traj_gain", "r_runtime_s", "r_paper_tau", "r_paper_alpha",
               "r_competent_copy", "r_competent_answers", "r_stop_note",
-              "r_grid_n_bootstrap", "r_paper_margin"}
+              "r_grid_n_bootstrap", "r_paper_margin", "r_runtime_cpu_s"}
     glued = {g for g in glued if not g.startswith("r_cross_")}  # the page records these
     glued = {g for g in glued if not g.startswith("r_grid_order_")}  # order missing
     assert glued and glued <= set(v), glued - set(v)
@@ -259,6 +259,8 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     assert len(crossing_grid.draw_grid(grid, v, 0.69).axes) == 2
     assert len(crossing_grid.shown_grid(grid)) == len(grid)
     assert "In the free math world" in ra.crossing_sentence(v)
+    assert re.match(r"The anchor unit changes where or whether the margin turns in "
+                    r"\d of 2 measured worlds", v["r_grid_reading"])
     shown = ra.shown_table(table)  # a column per setting, intervals in their cells
     assert list(shown.columns) == list(settings)
     assert not {"low", "high", "tau_acc low", "alpha_SID high"} & set(shown.index)

@@ -117,17 +117,17 @@ def token_drafts(d: WorldDecode, n_train: int, seed: int,
     den, tok = d.models.draft, d.models.tokenizer
     P, G = d.prompt.shape[1], d.tokens.shape[1]
     V = den.model.get_input_embeddings().weight.shape[0]
-    t = time.perf_counter()
+    t = time.process_time()
     small = small_token_probs(d)
     rows = d.world.training_rows(tok, n_train, seed, prompt=d.prompt)
     feats = drafting.visible_features(den, rows[:, :P], G).cpu()  # (N, G, D)
     on_prompt = drafting.visible_features(den, d.prompt, G).cpu()  # (B, G, D)
     special = semantic.special_mask(V, {int(den.mask_id)} | {
         int(i) for i in tok.all_special_ids if int(i) < V})
-    times["features"] = times.get("features", 0.0) + time.perf_counter() - t
+    times["features"] = times.get("features", 0.0) + time.process_time() - t
     out = {}
     for unit in UNITS:
-        t = time.perf_counter()
+        t = time.process_time()
         keep = inputs.anchor_mask(tok, rows, d.world.roles(), unit)[:, P:P + G]
         targets = rows[:, P:P + G]
         keep = keep & ~special[targets]
@@ -136,7 +136,7 @@ def token_drafts(d: WorldDecode, n_train: int, seed: int,
                      "small model + token head": head_token_probs(head, tokens,
                                                                   on_prompt, V)}
         times["token head fits"] = (times.get("token head fits", 0.0)
-                                    + time.perf_counter() - t)
+                                    + time.process_time() - t)
     return out
 
 
@@ -344,7 +344,10 @@ def unit_values(d: WorldDecode, labels: list[str], points: list[dict],
             "cross_share": float(np.isfinite(xs).mean()),
             "cross_changes": sign_changes(margins[order]),
             "bits_min": float(bits.min()), "bits_max": float(bits.max()),
-            "k_values": ", ".join(str(p["K"]) for p in points[:-1])}
+            "k_values": ", ".join(str(p["K"]) for p in points[:-1]),
+            # the coarsest K whose IDs tell as much as the fine IDs (0.05 bits)
+            "k_as_fine": next((p["K"] for p in points[:-1]
+                               if p["bits"] >= points[-1]["bits"] - 0.05), math.nan)}
     out["cross_said"] = crossing_words(out, est)
     return out | end_line_test(bits, margins, draws, (0, len(points) - 1))
 
@@ -353,7 +356,10 @@ def crossing_words(v: dict, est: float) -> str:
     """The crossing of a world and unit in words, its interval with it."""
     from .regime_axis import interval_words
 
-    words = interval_words(v["cross_lo"], v["cross_hi"])
+    words = (interval_words(v["cross_lo"], v["cross_hi"])
+             if np.isfinite(v["cross_lo"]) or np.isfinite(v["cross_hi"])
+             else "95 % interval open at both ends: the draws cross anywhere or not "
+                  "at all")
     if np.isfinite(est):
         said = f"crossed at {est:.2f} bits ({words}"
     else:
@@ -384,7 +390,7 @@ def measure_grid(decodes: dict[str, WorldDecode], spec: dict, n_codebooks: int,
         d = decodes[name]
         drafts = token_drafts(d, n_train, codebook_seeds(seed, 1)[0], times)
         for unit in spec["units"]:
-            t = time.perf_counter()
+            t = time.process_time()
             labels, points = unit_points(d, unit, drafts[unit], spec, n_codebooks,
                                          n_bootstrap, seed)
             trials = anchors_of(d, unit).sum(1).numpy()
@@ -392,7 +398,7 @@ def measure_grid(decodes: dict[str, WorldDecode], spec: dict, n_codebooks: int,
             v |= {f"grid_{name}_{unit}_{k}": x for k, x in u.items()}
             rows += [dict(world=name, unit=unit, ids=lab,
                           **{k: u[f"{lab}_{k}"] for k in POINT_KEYS}) for lab in labels]
-            times["points"] = times.get("points", 0.0) + time.perf_counter() - t
+            times["points"] = times.get("points", 0.0) + time.process_time() - t
     v |= {f"grid_seconds_{k.replace(' ', '_')}": x for k, x in times.items()}
     v["grid_seconds_total"] = sum(times.values())
     measured = [n for n in spec["worlds"] if n in decodes]
@@ -425,13 +431,20 @@ def grid_reading(v: dict, worlds: list[str], units) -> str:
         if s_a != s_b or apart:
             differ.append(w)
     pairs = [(w, u) for w in worlds for u in units]
+    as_fine = [v[f"grid_{w}_{u}_k_as_fine"] for w, u in pairs]
+    reached = [k for k in as_fine if np.isfinite(k)]
+    ceiling = (f" The k-means IDs tell as much as the fine IDs (within 0.05 bits) "
+               f"from K = {min(reached):.0f} to {max(reached):.0f} in {len(reached)} "
+               f"of {len(pairs)} world-unit pairs: beyond that the IDs tell no more"
+               if reached else " No k-means K tells as much as the fine IDs")
     bent = [f"{w} ({u})" for w, u in pairs if v[f"grid_{w}_{u}_line_p"] < 0.05]
     tested = sum(np.isfinite(v[f"grid_{w}_{u}_line_p"]) for w, u in pairs)
     return (f"The anchor unit changes where or whether the margin turns in "
             f"{len(differ)} of {len(worlds)} measured worlds"
             f"{' (' + ', '.join(differ) + ')' if differ else ''}; a line through the "
             f"end points is rejected by its test (p < 0.05) in {len(bent)} of "
-            f"{tested} world-unit pairs{' (' + ', '.join(bent) + ')' if bent else ''}.")
+            f"{tested} world-unit pairs{' (' + ', '.join(bent) + ')' if bent else ''}."
+            + ceiling + ".")
 
 
 POINT_KEYS = ("K", "bits", "alpha", "alpha_lo", "alpha_hi", "alpha_star",
