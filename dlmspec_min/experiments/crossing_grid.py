@@ -461,17 +461,18 @@ UNIT_STYLE = {"word": ("C0", "o", "word anchors (a content word's first piece)")
 
 def draw_grid(grid: pd.DataFrame, v: dict, paper_margin: float):
     """Margin alpha* - alpha_SID against bits per ID: a panel per world, a line
-    per unit through its points (k-means K, then fine: hollow), 95 % intervals
+    per unit through its points (k-means K hollow, fine filled), 95 % intervals
     from the question bootstrap, each finite crossing marked; the paper's
     margin (its alpha* from Fast-dLLM's tokens per step, minus its alpha_SID) a
-    dotted line, since the paper gives no bits per ID. None when empty."""
+    dotted line, or an arrow where it lies above the panels, since the paper
+    gives no bits per ID. None when empty."""
     import matplotlib.pyplot as plt
 
     if grid is None or not len(grid):
         return None
     worlds = list(dict.fromkeys(grid["world"]))
-    fig, axes = plt.subplots(1, len(worlds), figsize=(3.4 * len(worlds), 3.6),
-                             sharey=True, squeeze=False, constrained_layout=True)
+    fig, axes = plt.subplots(1, len(worlds), figsize=(3.4 * len(worlds), 3.9),
+                             sharey=True, squeeze=False, layout="constrained")
     for ax, world in zip(axes[0], worlds, strict=True):
         for unit, (colour, marker, label) in UNIT_STYLE.items():
             g = grid[(grid.world == world) & (grid.unit == unit)].sort_values("bits")
@@ -489,14 +490,21 @@ def draw_grid(grid: pd.DataFrame, v: dict, paper_margin: float):
             if np.isfinite(at):
                 ax.axvline(at, color=colour, lw=0.8, ls=":")
         ax.axhline(0, color="grey", lw=0.8)
-        ax.axhline(paper_margin, color="k", lw=0.8, ls=":")
         ax.set_title(f"{world} world", fontsize=9)
         ax.set_xlabel("bits per anchor ID (entropy of the target's IDs)", fontsize=8)
     axes[0, 0].set_ylabel("margin alpha* - alpha_SID (> 0: below the bar)", fontsize=8)
-    axes[0, 0].annotate(f"paper: {paper_margin:.3f} (no bits given)",
-                        (0.02, paper_margin), xycoords=("axes fraction", "data"),
-                        xytext=(0, -10), textcoords="offset points", fontsize=7)
-    axes[0, -1].legend(fontsize=7, loc="lower right")
+    low, high = axes[0, 0].get_ylim()
+    for ax in axes[0]:  # the paper's margin: a line where it fits, else an arrow
+        if paper_margin <= high:
+            ax.axhline(paper_margin, color="k", lw=0.8, ls=":")
+    if paper_margin > high:
+        axes[0, 0].annotate(
+            f"paper's margin {paper_margin:.3f}, far above (no bits per ID given)",
+            xy=(0.5, 1.0), xycoords="axes fraction", xytext=(0.5, 0.88),
+            textcoords="axes fraction", fontsize=7, va="top", ha="center",
+            arrowprops=dict(arrowstyle="->", lw=0.8))
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="outside lower center", ncols=2)
     plt.close(fig)
     return fig
 
