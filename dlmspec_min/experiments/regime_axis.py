@@ -548,8 +548,8 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
                 n_permutations=config.n_permutations, n_bootstrap=config.n_bootstrap,
                 seed=config.seed, device=config.device, verdict=verdict, ids=ids)
             status = "measured"
-            shared = figures.pop(SHARED)
-            if ids == "kmeans":  # a world's decodes, for the grid
+            shared = figures.pop(SHARED, None)
+            if ids == "kmeans" and shared is not None:  # the grid shares its decodes
                 decodes[name] = dataclasses.replace(shared, name=name)
         figures.update(competence(world.target, competent or {}))
         v.update({f"r_{name}_{k}": x for k, x in figures.items()})
