@@ -297,14 +297,15 @@ def test_the_landing_page_s_crossing_reads_the_regime_glue(tmp_path, monkeypatch
     assert "did not run" in claims_dashboard._crossing(tmp_path, reg)
     page = claims.executed_path(reg["checks"]["regime"]["notebook"], tmp_path)
     page.parent.mkdir(parents=True)
-    values = {"r_free_fine_alpha": 0.68, "r_free_fine_alpha_lo": 0.62,
-              "r_free_fine_alpha_hi": 0.74, "r_free_fine_alpha_star": 0.81,
-              "r_free_fine_tau_acc_lo": 4.3, "r_cross_free": 3.16,
-              "r_cross_free_lo": 2.67, "r_cross_free_hi": 3.72, "r_free_id_bits": 2.59}
+    values = {f"r_grid_free_{u}_{k}": x for u in ("word", "piece") for k, x in (
+        ("fine_alpha", 0.68), ("fine_alpha_lo", 0.62), ("fine_alpha_hi", 0.74),
+        ("fine_alpha_star", 0.81), ("line_p", 0.4),
+        ("cross_said", "crossed at 3.16 bits (95 % interval 2.67 to 3.72)"))}
     page.with_suffix(".glue.json").write_text(json.dumps(  # as myst-nb writes it
         {k: {"data": {"text/plain": repr(x)}} for k, x in values.items()}))
     html = claims_dashboard._crossing(tmp_path, reg)
-    assert html.startswith("<p>") and "0.680 [0.620, 0.740], below the bar" in html
+    assert html.startswith("<p>") and "0.680 [0.620, 0.740] against alpha*" in html
+    assert "crossed at 3.16 bits" in html
 
 
 def test_two_values_finds_a_name_holding_two_values_and_only_then():

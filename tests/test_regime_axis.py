@@ -6,13 +6,16 @@ import math
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from dlmspec_min.decoding.denoisers import Denoiser, ModelNotAvailableError
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.experiments import crossing_grid
 from dlmspec_min.experiments import regime_axis as ra
 from dlmspec_min.experiments.common import Measurement, Models
+from dlmspec_min.measures import stats
 from dlmspec_min.plumbing.claims import evaluate, load_registry, verdict
 from dlmspec_min.texts import problems as P
 from dlmspec_min.training import math_pilot, train_math
@@ -144,9 +147,11 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     monkeypatch.setattr(ra, "setting_world", gone)
     said = []
     settings = dict(spec()["settings"])
-    m = ra.measure(settings, verdict, ra.Config(**SMALL), progress=said.append)
+    m = ra.measure(settings, verdict, ra.Config(**SMALL), progress=said.append,
+                   grid=spec()["grid"])
     v = m.values
-    assert v["r_settings_total"] == len(settings) == len(said)
+    assert v["r_settings_total"] == len(settings) == len(said) - 1  # then the grid
+    assert said[-1] == "the grid: narrow, order, free x word, piece"
     missing = [n for n, s in settings.items()
                if any(w in gone(n, s).target for w in ("math_order", "math_chains",
                                                         "math_gone"))]
@@ -189,8 +194,10 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     page = (ROOT / "notebooks" / "11_regime.md").read_text()
     glued = set(re.findall(r"\{glue:text\}`(r_[a-z0-9_]+)", page))
     glued -= {"r_paper_traj_gain", "r_runtime_s", "r_paper_tau", "r_paper_alpha",
-              "r_competent_copy", "r_competent_answers", "r_stop_note"}
+              "r_competent_copy", "r_competent_answers", "r_stop_note",
+              "r_grid_n_bootstrap", "r_paper_margin", "r_runtime_cpu_s"}
     glued = {g for g in glued if not g.startswith("r_cross_")}  # the page records these
+    glued = {g for g in glued if not g.startswith("r_grid_order_")}  # order missing
     assert glued and glued <= set(v), glued - set(v)
     fig = ra.draw(m, paper_gain=1.5)
     assert len(fig.axes) == len(ra.AXES) * len(ra.FIGURES)
@@ -233,6 +240,28 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     assert len(fig.axes[0].lines) >= 2  # free's pair joined (alpha_SID, alpha*)
     assert any(t.get_text() == "paper: tau 3.25, alpha 0.0035"
                for t in fig.axes[1].get_legend().get_texts())
+    grid = m.tables["grid"]  # the crossing, separated: narrow and free measured
+    assert set(grid.world) == {"narrow", "free"} and set(grid.unit) == {"word", "piece"}
+    for (world, unit), g in grid.groupby(["world", "unit"]):
+        assert list(g.ids[:-1]) == [f"k{k}" for k in g.K[:-1]]
+        assert g.ids.iloc[-1] == "fine"
+        assert g.K.iloc[0] == 32 and len(set(g.K)) == 6 == len(g)  # five K and fine
+        assert (g.margin_lo <= g.margin + 1e-12).all()
+        assert (g.margin <= g.margin_hi + 1e-12).all()
+        assert np.allclose(g.margin, g.alpha_star - g.alpha)
+        assert (g.alpha_lo <= g.alpha).all() and (g.alpha <= g.alpha_hi).all()
+        pre = f"r_grid_{world}_{unit}"
+        assert v[f"{pre}_line_df"] == 4  # p NaN where the bits do not move
+        assert 0 <= v[f"{pre}_line_p"] <= 1 or g.bits.iloc[0] == g.bits.iloc[-1]
+        assert re.match(r"(not crossed up to|crossed at|below its bar already at) ",
+                        v[f"{pre}_cross_said"])
+        assert v[f"{pre}_k_values"] == ", ".join(str(k) for k in g.K[:-1])
+    assert v["r_grid_c8_n"] == int(np.isfinite(grid.neglog_alpha.astype(float)).sum())
+    assert len(crossing_grid.draw_grid(grid, v, 0.69).axes) == 2
+    assert len(crossing_grid.shown_grid(grid)) == len(grid)
+    assert "In the free math world" in ra.crossing_sentence(v)
+    assert re.match(r"The anchor unit changes where or whether the margin turns in "
+                    r"\d of 2 measured worlds", v["r_grid_reading"])
     shown = ra.shown_table(table)  # a column per setting, intervals in their cells
     assert list(shown.columns) == list(settings)
     assert not {"low", "high", "tau_acc low", "alpha_SID high"} & set(shown.index)
@@ -244,7 +273,7 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
         star = shown.loc["alpha*", name]
         low = 1 - 1 / v[f"r_{name}_tau_acc_lo"]
         assert float(star.split("[")[1].split(",")[0]) == pytest.approx(low, abs=0.06)
-    assert shown.loc["tau_acc", "order"] == "—"  # not measured: a dash, not "nan"
+    assert shown.loc["tau_acc", "order"] in ("—", stats.NOT_MEASURED)  # never "nan"
     from dlmspec_min.plumbing.claims import INCONCLUSIVE
     assert ra.INCONCLUSIVE == INCONCLUSIVE
     for name in ("narrow", "free", "free_fine"):  # a size only where undecided
@@ -333,26 +362,28 @@ def test_id_information_is_the_entropy_and_the_majority_share():
     assert all(map(math.isnan, ra.id_information([torch.tensor([], dtype=torch.long)])))
 
 
-def test_the_landing_page_s_crossing_sentence_reads_the_regime_page_s_values():
-    v = {"r_free_fine_alpha": 0.68, "r_free_fine_alpha_lo": 0.62,
-         "r_free_fine_alpha_hi": 0.74, "r_free_fine_alpha_star": 0.81,
-         "r_free_fine_tau_acc_lo": 4.3, "r_cross_free": 3.16, "r_cross_free_lo": 2.67,
-         "r_cross_free_hi": 3.72, "r_free_id_bits": 2.59, "r_free_fine_id_bits": 4.63}
+def test_the_landing_page_s_crossing_sentence_reads_the_grid_s_values():
+    v = {}
+    for unit, said, p in (("word", "not crossed up to 4.10 bits (95 % interval: at "
+                           "least 3.00; ...)", 0.3),
+                          ("piece", "crossed at 3.20 bits (95 % interval 2.80 to "
+                           "3.60)", 0.001)):
+        g = f"r_grid_free_{unit}"
+        v |= {f"{g}_cross_said": said, f"{g}_line_p": p, f"{g}_fine_alpha": 0.68,
+              f"{g}_fine_alpha_lo": 0.62, f"{g}_fine_alpha_hi": 0.74,
+              f"{g}_fine_alpha_star": 0.81}
     said = ra.crossing_sentence(v)
-    assert "0.680 [0.620, 0.740], below the bar alpha* 0.810" in said
-    assert "at 3.16 bits per anchor ID (95 % interval 2.67 to 3.72)" in said
-    assert "C2's k-means IDs tell 2.59 bits" in said and "the fine IDs 4.63" in said
-    assert "the fine IDs" not in ra.crossing_sentence(
-        {k: x for k, x in v.items() if k != "r_free_fine_id_bits"})
+    assert "With one anchor per content word it is not crossed up to 4.10 bits" in said
+    assert "each digit of a number) it is crossed at 3.20 bits" in said
+    assert "alpha_SID is 0.680 [0.620, 0.740] against alpha* 0.810" in said
+    assert "end points fits the points between (p = 0.3)" in said
+    assert "does not fit the points between (p = 0.001)" in said
     assert ra.interval_words(-math.inf, 3.8).startswith("95 % interval: at most 3.80")
     assert ra.interval_words(2.0, math.inf).startswith("95 % interval: at least 2.00")
     assert "open at both ends" in ra.interval_words(-math.inf, math.inf)
-    within = ra.crossing_sentence({**v, "r_free_fine_alpha_hi": 0.79,
-                                   "r_cross_free": math.nan})
-    assert "within reach of the bar" in within and "no crossing lies" in within
     assert "did not run" in ra.crossing_sentence(None)
     assert "could not measure" in ra.crossing_sentence(
-        {**v, "r_free_fine_alpha": math.nan})
+        {k: x for k, x in v.items() if "piece" not in k})
 
 
 def test_c3_refuses_an_unknown_anchor_unit_before_any_work():

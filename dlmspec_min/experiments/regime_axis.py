@@ -38,6 +38,7 @@ figures NaN; nothing is dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -57,7 +58,7 @@ from ..worlds import get_world
 from ..worlds.gsm import MathWorld
 from . import c3_win_condition as c3m
 from . import c4_cluster_verification as c4m
-from . import config
+from . import config, crossing_grid
 from .common import Measurement, load_models
 from .config import param, shared
 
@@ -98,6 +99,7 @@ COLUMNS = {
 # whole value, digit by digit.
 INSTRUMENTS = {"kmeans": "word", "fine": "piece"}  # ids -> anchor unit
 COMPETENCE = ("copy_acc", "answer_acc", "arith_acc", "ended_share")
+SHARED = "_shared_decode"  # measure_setting's key for the decode the grid shares
 INCONCLUSIVE = "inconclusive"  # the verdict's name (plumbing.claims, tested equal)
 FIGURES = {  # what the page plots against each x: y, its interval, its title
     "tau_acc": ("tau_acc_lo", "tau_acc_hi", "tau_acc (tokens per forward)"),
@@ -458,6 +460,8 @@ def measure_setting(models, world: MathWorld, config: Config, *, n_codebooks: in
         "neglog_alpha": (math.nan if not np.isfinite(v3["c3_alpha"])
                          else -math.log2(v3["c3_alpha"]) if v3["c3_alpha"] > 0
                          else math.inf),
+        # for the crossing grid, which shares the world's decodes (popped by measure)
+        SHARED: crossing_grid.world_decode("", world, models, prompt, c3),
     }
 
 
@@ -491,7 +495,7 @@ class Config(config.Measured):
 
 def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
             config: Config, *, competent: dict[str, float] | None = None,
-            progress=print) -> Measurement:
+            grid: dict | None = None, progress=print) -> Measurement:
     """Every setting of ``settings`` (the registry's ``checks: regime:
     settings``), in order, at the page's ``config`` (its sizes, seed, device and
     dtype; each setting's world gives its models and decode).
@@ -514,7 +518,7 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
     if not settings:
         raise ValueError("no settings to measure")
     v: dict[str, Any] = {}
-    rows = []
+    rows, decodes = [], {}
     for i, (name, setting) in enumerate(settings.items(), 1):
         world = setting_world(name, setting)
         ids = instrument(name, setting)
@@ -537,6 +541,9 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
             figures = measure_setting(models, world, config, n_codebooks=books,
                                       verdict=verdict, ids=ids)
             status = "measured"
+            shared = figures.pop(SHARED, None)
+            if ids == "kmeans" and shared is not None:  # the grid shares its decodes
+                decodes[name] = dataclasses.replace(shared, name=name)
         figures.update(competence(world.target, competent or {}))
         v.update({f"r_{name}_{k}": x for k, x in figures.items()})
         rows.append(dict(setting=name, world=world.name,
@@ -568,7 +575,21 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
     long = pd.DataFrame([dict(setting=name, ids=instrument(name, settings[name]),
                               **{k: v[f"r_{name}_{k}"] for k in COLUMNS})
                          for name in settings])
-    return Measurement(v, {"settings": table}, {"long": long})
+    tables = {"settings": table}
+    if grid:  # the crossing, separated (checks: regime: grid)
+        progress(f"the grid: {', '.join(grid['worlds'])} x {', '.join(grid['units'])}")
+        g = crossing_grid.measure_grid(decodes, grid, config.n_codebooks,
+                                       config.n_train, config.n_bootstrap, config.seed)
+        v |= {f"r_{k}": x for k, x in g.values.items()}
+        names = [f"grid_{r.world}_{r.unit}_{r.ids}"
+                 for r in g.tables["grid"].itertuples()]
+        fit = c8_fit(v, names)  # C8 over the grid's points
+        fit["c8_note"] = re.sub(r"grid_([a-z]+)_(word|piece)_(k\d+|fine)",
+                                r"\1/\2/\3",
+                                fit["c8_note"].replace("settings", "grid points"))
+        v |= {f"r_grid_{k}": x for k, x in fit.items()}
+        tables |= g.tables
+    return Measurement(v, tables, {"long": long})
 
 
 # the page's table: a figure with its interval in one cell, to the digits it supports
@@ -848,31 +869,33 @@ def interval_words(lo: float, hi: float) -> str:
 
 def crossing_sentence(v: dict[str, Any] | None, world: str = "free") -> str:
     """The landing page's sentence on the crossing, from the regime page's glued
-    values ``v`` (None: the page did not run in this build)."""
-    if not v or f"r_cross_{world}" not in v:
+    values ``v`` (None: the page did not run in this build): per anchor unit,
+    where the grid's measured margin alpha* - alpha_SID turns positive along
+    the bits per ID (``crossing_grid``), the draft's acceptance with the fine
+    IDs against its bar, and whether a line through the end points fits."""
+    if not v:
         return "The regime page did not run in this build, so no crossing is given."
-    f = f"r_{world}_fine"
-    a, lo, hi = (float(v[f"{f}_{k}"]) for k in ("alpha", "alpha_lo", "alpha_hi"))
-    star, star_lo = float(v[f"{f}_alpha_star"]), 1 - 1 / float(v[f"{f}_tau_acc_lo"])
-    x, x_lo, x_hi = (float(v[f"r_cross_{world}{e}"]) for e in ("", "_lo", "_hi"))
-    if not np.isfinite(a):
-        return (f"The regime page could not measure the {world} world with fine "
-                "IDs in this build, so no crossing is given.")
-    where = ("below" if hi < star_lo else "within reach of" if a < star
-             else "above")
-    said = (f"In the {world} math world, once the draft must guess each number "
-            f"exactly (semantic IDs fine enough to name a number's whole value), "
-            f"its acceptance is {a:.3f} [{lo:.3f}, {hi:.3f}], {where} the bar "
-            f"alpha* {star:.3f} it needs to win")
-    if np.isfinite(x):
-        bits = float(v[f"r_{world}_id_bits"])
-        fine = float(v.get(f"{f}_id_bits", math.nan))
-        said += (f"; the crossing lies at {x:.2f} bits per anchor ID "
-                 f"({interval_words(x_lo, x_hi)}): IDs that tell more than that "
-                 f"about a content word leave the draft below its bar. C2's k-means "
-                 f"IDs tell {bits:.2f} bits (the entropy of the IDs the target "
-                 f"wrote at its anchors)"
-                 + (f", the fine IDs {fine:.2f}" if np.isfinite(fine) else ""))
-    else:
-        said += "; no crossing lies between the coarse and the fine IDs"
-    return said + " (measured on the regime page)."
+    g = f"r_grid_{world}"
+    if f"{g}_word_cross_said" not in v or f"{g}_piece_cross_said" not in v:
+        return (f"The regime page could not measure the {world} math world's grid "
+                "in this build, so no crossing is given.")
+
+    def unit(u: str) -> str:
+        a, lo, hi, star = (float(v[f"{g}_{u}_fine_{k}"])
+                           for k in ("alpha", "alpha_lo", "alpha_hi", "alpha_star"))
+        p = float(v[f"{g}_{u}_line_p"])
+        fits = "fits" if p >= 0.05 else "does not fit"
+        line = ("no line through the end points is tested (their bits are equal)"
+                if not np.isfinite(p) else
+                f"a line through the end points {fits} the points between "
+                f"(p = {p:.2g})")
+        return (f"{v[f'{g}_{u}_cross_said']}; with fine IDs alpha_SID is {a:.3f} "
+                f"[{lo:.3f}, {hi:.3f}] against alpha* {star:.3f}; {line}")
+
+    return (f"In the {world} math world, the one-shot draft's margin below its bar "
+            f"(alpha* - alpha_SID; positive where semantic drafting cannot win) was "
+            f"measured at five k-means resolutions of the semantic IDs and at fine "
+            f"IDs (every token its own ID), against the bits an ID tells about its "
+            f"anchor. With one anchor per content word it is {unit('word')}. With "
+            f"every content piece an anchor (each digit of a number) it is "
+            f"{unit('piece')} (measured on the regime page).")
