@@ -39,3 +39,43 @@ def test_reader_tables_registers_for_dataframes_and_series():
     types = shell.display_formatter.formatters["text/html"].types
     assert types[pd.DataFrame] is display.table_html
     assert types[pd.Series] is display.table_html
+
+
+def test_a_pasted_nan_or_inf_reads_in_words():
+    import sys
+
+    from dlmspec_min.paths import REPO_ROOT
+
+    sys.path.insert(0, str(REPO_ROOT / "book" / "_ext"))
+    import reader_text
+
+    assert reader_text.in_words("nan") == "not measured"
+    assert reader_text.in_words("0.5 [nan, inf]") == "0.5 [not measured, unbounded]"
+    assert reader_text.in_words("-inf") == "minus unbounded"
+    assert reader_text.in_words("NaN") == "not measured"
+    for kept in ("financial", "info", "inference", "x_inf", "nano"):
+        assert reader_text.in_words(kept) == kept
+
+
+def test_a_pasted_estimate_and_interval_read_to_the_digits_the_interval_supports():
+    import sys
+
+    from docutils import nodes
+
+    from dlmspec_min.paths import REPO_ROOT
+
+    sys.path.insert(0, str(REPO_ROOT / "book" / "_ext"))
+    import reader_text
+
+    def pasted(text):
+        return nodes.inline(text, text, classes=["pasted-text"])
+
+    para = nodes.paragraph()
+    para += [nodes.Text("alpha "), pasted("0.03656"), nodes.Text(" ("),
+             pasted("0.008508"), nodes.Text("–"), pasted("0.0784"),
+             nodes.Text("), verdict "), pasted("2"), nodes.Text(" ("), pasted("3"),
+             nodes.Text("–"), pasted("4"), nodes.Text(")")]
+    doc = nodes.document(None, None)
+    doc += para
+    assert reader_text.intervals(doc) == 1  # 2 (3–4) is no estimate in its interval
+    assert para.astext() == "alpha 0.037 [0.009, 0.078], verdict 2 (3–4)"

@@ -37,9 +37,9 @@ def bar_note(alpha_lo: float, alpha_hi: float, tau_lo: float, tau_hi: float) -> 
                  f"and of alpha* ({star_lo:.4f}-{star_hi:.4f}, from tau_acc's)")
     if alpha_lo <= star_hi and star_lo <= alpha_hi:
         return (f"{intervals} overlap: this build cannot tell on which side of the "
-                "bar the draft falls, so the verdict is *inconclusive*, and a build "
+                "bar the draft falls, so the verdict is inconclusive, and a build "
                 "with more samples or another seed may settle it either way "
-                "(formalization chapter, *Seeds*).")
+                "(formalization chapter, section Seeds).")
     if alpha_hi < star_lo:
         return (f"{intervals} do not overlap: the draft's acceptance lies below the "
                 "bar, as the claim says.")
