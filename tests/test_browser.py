@@ -95,7 +95,7 @@ COLLECT_JS = """() => {
 # what a reader must not meet on the claim pages, the dashboard and the landing
 # page: a missing or infinite value printed raw, or a tracker reference
 RESIDUE = re.compile(r"\b(?:nan|NaN)\b|(?<![\w.])-?inf\b|\b[Ii]ssue \d+|\bsession \d")
-READER_PAGES = ("book/intro.html", "book/claims.html")
+READER_PAGES = ("book/intro.html", "book/claims.html", "book/record.html")
 DASHBOARD_MAX_CHARS = 30_000
 
 

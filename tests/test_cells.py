@@ -212,8 +212,11 @@ def test_no_page_restates_a_shared_default(stem):
         if isinstance(value, ast.Call) and len(value.args) <= 1:
             continue  # shared(name[, note=...]): the base's default
         try:
-            written = ast.literal_eval(value if not isinstance(value, ast.Call)
-                                       else value.args[1])
+            if not isinstance(value, ast.Call):
+                written = ast.literal_eval(value)
+            else:  # param(default, help) or shared(name, default)
+                callee = getattr(value.func, "id", getattr(value.func, "attr", ""))
+                written = ast.literal_eval(value.args[0 if callee == "param" else 1])
         except ValueError:  # read from elsewhere (the catalogue), not written
             continue
         base = next((getattr(b(), name) for b in cls.__mro__[1:]

@@ -341,12 +341,15 @@ def _rules(registry: dict) -> str:
 
 
 def _record() -> str:
-    """The registry's dated decisions, oldest first (``claims.decisions``)."""
+    """The registry's dated decisions, oldest first (``claims.decisions``), a
+    NaN or inf in their text said in words (``reader_text.in_words``)."""
+    from reader_text import in_words
+
     out = ['<table class="table decision-record"><thead><tr><th>date</th>'
            "<th>where</th><th>what was decided</th></tr></thead><tbody>"]
     for d in sorted(claims.decisions(), key=lambda d: d["date"]):
         out.append(f"<tr><td>{d['date']}</td><td>{html.escape(d['where'])}</td>"
-                   f"<td>{html.escape(d['text'])}</td></tr>")
+                   f"<td>{html.escape(in_words(d['text']))}</td></tr>")
     out.append("</tbody></table>")
     return "\n".join(out)
 
@@ -407,8 +410,8 @@ def _summary(rows, registry: dict, docname: str) -> str:
         out.append(
             f'<p class="regime"><b>The regime.</b> In Brown prose the strongest '
             f"token-space accelerator commits {tau:.3g}{interval} tokens per "
-            f"forward on C3's questions (each page measures it on its own "
-            f"questions, so C2's and C6's differ within their intervals), so the "
+            f"forward on C3's questions (each claim page measures it on its own "
+            f"questions: C2's, and C6's with prompts, are other measurements), so the "
             f"bar alpha* = 1 - 1/tau_acc is {1 - 1 / tau:.3g}; the paper's "
             f"accelerator (Fast-dLLM on LLaDA-8B) commits {paper_tau:g}, a bar of "
             f"{1 - 1 / paper_tau:.2f}.</p>")

@@ -541,9 +541,9 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
             figures = measure_setting(models, world, config, n_codebooks=books,
                                       verdict=verdict, ids=ids)
             status = "measured"
-            shared = figures.pop(SHARED, None)
-            if ids == "kmeans" and shared is not None:  # the grid shares its decodes
-                decodes[name] = dataclasses.replace(shared, name=name)
+            world_decode = figures.pop(SHARED, None)
+            if ids == "kmeans" and world_decode is not None:  # the grid shares it
+                decodes[name] = dataclasses.replace(world_decode, name=name)
         figures.update(competence(world.target, competent or {}))
         v.update({f"r_{name}_{k}": x for k, x in figures.items()})
         rows.append(dict(setting=name, world=world.name,
@@ -894,7 +894,7 @@ def crossing_sentence(v: dict[str, Any] | None, world: str = "free") -> str:
 
     return (f"In the {world} math world, the one-shot draft's margin below its bar "
             f"(alpha* - alpha_SID; positive where semantic drafting cannot win) was "
-            f"measured at five k-means resolutions of the semantic IDs and at fine "
+            f"measured at several k-means resolutions of the semantic IDs and at fine "
             f"IDs (every token its own ID), against the bits an ID tells about its "
             f"anchor. With one anchor per content word it is {unit('word')}. With "
             f"every content piece an anchor (each digit of a number) it is "

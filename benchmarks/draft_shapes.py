@@ -1,0 +1,70 @@
+"""Which draft shape makes exact trajectory speculation save the most forwards?
+
+Reproduces the comparison behind ``DecodeConfig.spec_draft``'s default (the
+rule in ``book/claims.yml``, ``checks: trajectory:``, 2026-12-07): on the free
+math world's base target, the dual-cache threshold base (threshold 0.9, one
+block of 32), held-out questions drawn with ``--seed``, exact acceptance only,
+it decodes with each shape (tree, chain, mix) at each budget and reports the
+gain in forwards over the base with a paired bootstrap interval over
+questions, beside an oracle draft of the same budget and the share of verify
+calls whose draft held the base's next state
+(``dlmspec_min.experiments.trajectory.forward_study``). Every run is checked
+token-equal to its base.
+
+    python benchmarks/draft_shapes.py [--n 32] [--seed 1] [--budgets 3 7 15 31]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pandas as pd
+import torch
+
+from dlmspec_min.experiments import trajectory
+from dlmspec_min.experiments.common import load_models
+from dlmspec_min.measures.stats import with_interval
+from dlmspec_min.worlds import get_world
+
+SHAPES = ("tree", "chain", "mix")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--world", default="math")
+    p.add_argument("--n", type=int, default=32, help="held-out questions")
+    p.add_argument("--seed", type=int, default=1, help="which questions")
+    p.add_argument("--budgets", type=int, nargs="+", default=[3, 7, 15, 31])
+    p.add_argument("--n-bootstrap", type=int, default=2000)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    world = get_world(args.world)
+    models = load_models(world.target)
+    prompt = world.prompts(models.tokenizer, args.n, seed=args.seed)
+    decode = world.decode
+    configs = trajectory.decoders(
+        models.target.supports_cache, gen_length=decode["gen_length"],
+        block_length=decode["block_length"], threshold=decode["threshold"],
+        spec_budget=15, spec_low=0.1)  # the trajectory page's defaults
+    base = configs[trajectory.TRAJ][0]
+    rows = []
+    for budget in args.budgets:
+        for shape in SHAPES:
+            spec = dataclasses.replace(base, spec_draft=shape, spec_budget=budget,
+                                       spec_verify="path")
+            s = trajectory.forward_study(models.target, prompt, spec,
+                                         n_bootstrap=args.n_bootstrap, seed=0)
+            rows.append({"budget": budget, "shape": shape,
+                         "gain": with_interval(s["gain"], s["gain_lo"], s["gain_hi"]),
+                         "draft holds the next state": with_interval(
+                             s["draft_hit"], s["draft_hit_lo"], s["draft_hit_hi"]),
+                         "oracle gain": with_interval(s["oracle_gain"],
+                                                      s["oracle_gain_lo"],
+                                                      s["oracle_gain_hi"])})
+            print(rows[-1], flush=True)
+    print(pd.DataFrame(rows).set_index(["budget", "shape"]).to_string())
+
+
+if __name__ == "__main__":
+    main()
