@@ -378,11 +378,8 @@ def with_interval(value: float, low: float = math.nan, high: float = math.nan) -
         return UNBOUNDED
     one_open = math.isinf(low) or math.isinf(high)
     if one_open and not (math.isnan(low) or math.isnan(high)):
-        ends = [low, high]
-        finite = [abs(x) for x in ends if math.isfinite(x)] + [abs(value)]
-        digits = f"{value:.3g}"
-        shown = [("open" if math.isinf(x) else f"{x:.3g}") for x in ends]
-        return f"{digits} [{shown[0]}, {shown[1]}]" if finite else digits
+        shown = [("open" if math.isinf(x) else f"{x:.3g}") for x in (low, high)]
+        return f"{value:.3g} [{shown[0]}, {shown[1]}]"
     scale = max(abs(value), abs(low), abs(high), 1e-12) if np.isfinite(low) else 1
     if (not (np.isfinite(low) and np.isfinite(high)) or high <= low
             or (high - low) < 1e-9 * scale):  # no width worth printing
