@@ -53,6 +53,29 @@ class WorldDecode:
     tau: tuple[float, float, float]  # tau_acc with its interval (C3's)
 
 
+def fine_K(models) -> int:
+    """K of the fine IDs: the target's vocabulary less its special tokens (and
+    the mask), so that k-means gives every token its own cluster."""
+    V = models.target.model.get_input_embeddings().weight.shape[0]
+    special = {int(models.target.mask_id)} | {
+        int(i) for i in models.tokenizer.all_special_ids if int(i) < V}
+    return V - len(special)
+
+
+def interval_words(lo: float, hi: float) -> str:
+    """A crossing's 95 % interval in words; an infinite end is one the two
+    settings leave open."""
+    if np.isfinite(lo) and np.isfinite(hi):
+        return f"95 % interval {lo:.2f} to {hi:.2f}"
+    if np.isfinite(hi):
+        return (f"95 % interval: at most {hi:.2f}; the draft may already be below "
+                "its bar with the coarse IDs")
+    if np.isfinite(lo):
+        return (f"95 % interval: at least {lo:.2f}; the draft may stay above its "
+                "bar with the fine IDs")
+    return "the two settings leave its 95 % interval open at both ends"
+
+
 def world_decode(name: str, world, models, prompt: torch.Tensor, c3) -> WorldDecode:
     """A world's shared decode from its setting's C3 ``Measurement``: the anchors'
     tokens are the first accelerator's decode (C3's oracle anchors), tau_acc the
@@ -294,8 +317,6 @@ def unit_points(d: WorldDecode, unit: str, drafts: dict, spec: dict, n_codebooks
     """A world and unit's points: the ladder's bits on the first codebook, the K
     ``choose_K`` picks from them, each K over ``n_codebooks`` codebooks, and the
     fine IDs (one codebook: the identity). Returns (labels, points), ascending K."""
-    from .regime_axis import fine_K
-
     anchors, tokens = anchors_of(d, unit), d.tokens
     seeds = codebook_seeds(seed, n_codebooks)
     kf = fine_K(d.models)
@@ -354,8 +375,6 @@ def unit_values(d: WorldDecode, labels: list[str], points: list[dict],
 
 def crossing_words(v: dict, est: float) -> str:
     """The crossing of a world and unit in words, its interval with it."""
-    from .regime_axis import interval_words
-
     words = (interval_words(v["cross_lo"], v["cross_hi"])
              if np.isfinite(v["cross_lo"]) or np.isfinite(v["cross_hi"])
              else "95 % interval open at both ends: the draws cross anywhere or not "

@@ -61,6 +61,7 @@ from . import c4_cluster_verification as c4m
 from . import config, crossing_grid
 from .common import Measurement, load_models
 from .config import param, shared
+from .crossing_grid import fine_K, interval_words  # noqa: F401 (the page reads them here)
 
 THRESHOLD, TRAJ = "Fast-dLLM threshold", "trajectory speculation (exact)"
 # the base policy whose tokens trajectory speculation keeps
@@ -134,15 +135,6 @@ def instrument(name: str, setting: dict) -> str:
         raise ValueError(f"setting {name!r}: ids must be one of {sorted(INSTRUMENTS)}, "
                          f"got {ids!r}")
     return ids
-
-
-def fine_K(models) -> int:
-    """K of the fine IDs: the target's vocabulary less its special tokens (and
-    the mask), so that k-means gives every token its own cluster."""
-    V = models.target.model.get_input_embeddings().weight.shape[0]
-    special = {int(models.target.mask_id)} | {
-        int(i) for i in models.tokenizer.all_special_ids if int(i) < V}
-    return V - len(special)
 
 
 def id_information(anchor_ids: list) -> tuple[float, float]:
@@ -851,20 +843,6 @@ def draw_crossing(m: Measurement, paper_tau: float, paper_alpha: float,
     axes[0].legend(fontsize=7, loc="lower left")
     plt.close(fig)
     return fig
-
-
-def interval_words(lo: float, hi: float) -> str:
-    """A crossing's 95 % interval in words; an infinite end is one the two
-    settings leave open."""
-    if np.isfinite(lo) and np.isfinite(hi):
-        return f"95 % interval {lo:.2f} to {hi:.2f}"
-    if np.isfinite(hi):
-        return (f"95 % interval: at most {hi:.2f}; the draft may already be below "
-                "its bar with the coarse IDs")
-    if np.isfinite(lo):
-        return (f"95 % interval: at least {lo:.2f}; the draft may stay above its "
-                "bar with the fine IDs")
-    return "the two settings leave its 95 % interval open at both ends"
 
 
 def crossing_sentence(v: dict[str, Any] | None, world: str = "free") -> str:
