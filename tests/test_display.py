@@ -71,11 +71,12 @@ def test_a_pasted_estimate_and_interval_read_to_the_digits_the_interval_supports
         return nodes.inline(text, text, classes=["pasted-text"])
 
     para = nodes.paragraph()
-    para += [nodes.Text("alpha "), pasted("0.03656"), nodes.Text(" ("),
+    para += [nodes.Text("–"), nodes.Text(")"),  # equal to later Texts: kept
+             nodes.Text("alpha "), pasted("0.03656"), nodes.Text(" ("),
              pasted("0.008508"), nodes.Text("–"), pasted("0.0784"),
              nodes.Text("), verdict "), pasted("2"), nodes.Text(" ("), pasted("3"),
              nodes.Text("–"), pasted("4"), nodes.Text(")")]
     doc = nodes.document(None, None)
     doc += para
     assert reader_text.intervals(doc) == 1  # 2 (3–4) is no estimate in its interval
-    assert para.astext() == "alpha 0.037 [0.009, 0.078], verdict 2 (3–4)"
+    assert para.astext() == "–)alpha 0.037 [0.009, 0.078], verdict 2 (3–4)"

@@ -64,10 +64,12 @@ def intervals(doctree) -> int:
         if None in (value, low, high) or not low <= value <= high:
             continue
         a.children = [nodes.Text(with_interval(value, low, high))]
-        for node in run:
-            removed.add(id(node))
-            parent.remove(node)
-        parent.replace(close, nodes.Text(str(close)[1:]))
+        a.children[0].parent = a
+        rest = nodes.Text(str(close)[1:])
+        rest.parent = parent
+        removed.update(id(node) for node in run)
+        # by position: a Text equals any other Text of the same words
+        parent.children[i + 1:i + 6] = [rest]
         done += 1
     return done
 

@@ -84,7 +84,7 @@ def _draw(ax, panel: dict) -> None:
         shown.append(panel["paper"])
     ax.set_yticks(range(len(worlds)))
     ax.set_yticklabels([f"{w}: {panel['worlds'][w]['verdict']}"
-                        for w in reversed(worlds)], fontsize=8)
+                        for w in reversed(worlds)], fontsize=10)
     for tick, w in zip(ax.get_yticklabels(), reversed(worlds), strict=True):
         tick.set_color(COLOURS.get(panel["worlds"][w]["verdict"], "#000"))
     ax.set_ylim(-0.6, len(worlds) - 0.4)
@@ -97,9 +97,10 @@ def _draw(ax, panel: dict) -> None:
     elif finite:
         span = (max(finite) - min(finite)) or abs(max(finite)) or 1.0
         ax.set_xlim(min(finite) - 0.12 * span, max(finite) + 0.12 * span)
-    ax.set_title(f"{panel['claim']}: {panel['labels'][0]}  vs  {panel['labels'][1]}",
-                 fontsize=9, loc="left")
-    ax.tick_params(axis="x", labelsize=8)
+    first, second = panel["labels"]
+    ax.set_title(f"{panel['claim']}: {first}\nagainst {second}", fontsize=10,
+                 loc="left")
+    ax.tick_params(axis="x", labelsize=10)
 
 
 def forest_svg(rows, registry: dict) -> str:
@@ -119,7 +120,7 @@ def forest_svg(rows, registry: dict) -> str:
     nrows = math.ceil(len(drawn) / ncols)
     with sns.axes_style("whitegrid"), matplotlib.rc_context(
             {"svg.fonttype": "none", "svg.hashsalt": "dlmspec-forest"}):
-        fig, axes = plt.subplots(nrows, ncols, figsize=(11, 1.25 * nrows + 0.8))
+        fig, axes = plt.subplots(nrows, ncols, figsize=(10, 1.75 * nrows + 0.8))
         flat = list(axes.flat)
         for ax, panel in zip(flat, drawn, strict=False):
             _draw(ax, panel)
@@ -131,7 +132,7 @@ def forest_svg(rows, registry: dict) -> str:
                           label="what the rule compares it with"),
                    Line2D([], [], ls="--", color=PAPER_COLOUR,
                           label="the paper's figure")]
-        fig.legend(handles=handles, loc="upper center", ncol=3, fontsize=8,
+        fig.legend(handles=handles, loc="upper center", ncol=3, fontsize=10,
                    frameon=False)
         fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / fig.get_figheight()))
         return _svg(fig)
