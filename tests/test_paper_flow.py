@@ -158,6 +158,25 @@ def test_runs_in_parallel_return_every_time_in_page_order(tmp_path, monkeypatch)
     assert len(list((tmp_path / "logs").glob("*.log"))) == len(seconds)
 
 
+def test_every_page_link_in_the_paper_book_names_a_page_it_has():
+    """The paper-scale book has the numbered pages and the formalization, not
+    the dashboard or the seed page: a page's link elsewhere becomes plain text
+    (a link ``-W`` would refuse, as 5dd0591's link from C5 to the dashboard was)."""
+    import re
+
+    values = {nb.stem: {} for nb in paper.notebooks()}
+    here = {"book/formalization", *(f"notebooks/{stem}" for stem in values)}
+    rewritten = 0
+    for nb in paper.notebooks():
+        text = nb.read_text()
+        kept = paper._main_book_only(text, values, "notebooks")
+        rewritten += kept != text
+        for target in re.findall(r"\{doc\}`(?:[^`<]*<)?([^`>]+)>?`", kept):
+            doc = target[1:] if target.startswith("/") else f"notebooks/{target}"
+            assert doc in here, (nb.name, target)
+    assert rewritten, "no page links to the main book's dashboard: this test checks nothing"
+
+
 def test_every_override_is_taken_by_some_notebook():
     declared = set()
     for nb in paper.notebooks():

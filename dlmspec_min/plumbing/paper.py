@@ -225,17 +225,39 @@ def execute(out: Path, overrides: Path | None, values: dict[str, dict],
     return {nb.stem: seconds[nb.stem] for nb in notebooks()}  # in page order
 
 
-def _main_book_only(text: str, values: dict[str, dict]) -> str:
-    """The formalization chapter's links to pages this book lacks (the claims
-    registry, the seed page) become plain text naming the main book's page."""
+def _main_book_only(text: str, values: dict[str, dict], folder: str = "book") -> str:
+    """Links to pages this book lacks (the claims dashboard, the seed page)
+    become plain text naming the main book's page; ``folder`` is where a
+    relative link in ``text`` points (the formalization's ``book``, a page's
+    ``notebooks``)."""
     here = {"book/formalization", *(f"notebooks/{stem}" for stem in values)}
 
     def link(m):
-        target = m.group(1)
-        doc = target[1:] if target.startswith("/") else f"book/{target}"
-        return m.group(0) if doc in here else f"`{doc}` (in the main book)"
+        title, target = m.group(1), m.group(2) or m.group(3)
+        doc = target[1:] if target.startswith("/") else f"{folder}/{target}"
+        if doc in here:
+            return m.group(0)
+        return f"{title.strip()} (`{doc}`, in the main book)" if title else \
+            f"`{doc}` (in the main book)"
 
-    return re.sub(r"\{doc\}`([^`<>]+)`", link, text)
+    return re.sub(r"\{doc\}`(?:([^`<>]+)<([^`<>]+)>|([^`<>]+))`", link, text)
+
+
+def _unlink_missing(path: Path, values: dict[str, dict]) -> None:
+    """``_main_book_only`` over an executed notebook's markdown cells."""
+    import nbformat
+
+    if not path.is_file():
+        return
+    nb = nbformat.read(path, as_version=4)
+    changed = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            new = _main_book_only(cell.source, values, "notebooks")
+            changed |= new != cell.source
+            cell.source = new
+    if changed:
+        nbformat.write(nb, path)
 
 
 def build_book(out: Path, overrides: Path | None, values, seconds) -> Path:
@@ -245,6 +267,8 @@ def build_book(out: Path, overrides: Path | None, values, seconds) -> Path:
     (out / "book").mkdir(exist_ok=True)
     text = (REPO_ROOT / "book" / "formalization.md").read_text()
     (out / "book" / "formalization.md").write_text(_main_book_only(text, values))
+    for stem in values:  # the pages' own links to the dashboard and seed page
+        _unlink_missing(out / "notebooks" / f"{stem}.ipynb", values)
     static = cache_dir() / "static"
     if static.is_dir():  # MathJax, fetched by `make data`
         shutil.copytree(static, out / "_static", dirs_exist_ok=True)
