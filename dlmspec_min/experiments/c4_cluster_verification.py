@@ -25,9 +25,9 @@ from ..measures import stats
 from ..measures.order import row_generators
 from ..ssld import accelerators, codebooks, decoder, drafting, inputs, semantic
 from ..worlds import PROSE, World
-from . import config
+from . import parameters
 from .common import Measurement, Models
-from .config import shared
+from .parameters import shared
 
 VERIFY = "verify-pass argmax (relaxed decoder)"  # the primary target token
 ORACLE = "final decoded token (oracle)"
@@ -177,7 +177,7 @@ def rule_values(row) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class Config(config.Drafted):
+class Config(parameters.Drafted):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "04_cluster_verification"

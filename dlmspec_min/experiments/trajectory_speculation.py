@@ -33,7 +33,7 @@ from ..decoding.speculate import (
 )
 from ..measures import bench, stats
 from ..measures import judge as judges
-from . import config
+from . import parameters
 from .common import Measurement, Models
 
 VANILLA, THRESHOLD = "vanilla (1 token/step)", "Fast-dLLM threshold"
@@ -350,27 +350,27 @@ def paper_table(m: Measurement, paper: dict) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class Config(config.Claim):
+class Config(parameters.Claim):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "09_trajectory_speculation"
 
-    n_samples: int = config.shared("n_samples", 8,
+    n_samples: int = parameters.shared("n_samples", 8,
                                    "prompts, decoded greedily by every decoder")
     prompt_source: str = "brown"
     prompt_length: int = 8
-    spec_budget: int = config.param(
+    spec_budget: int = parameters.param(
         15, "draft-tree nodes verified per call besides the root")
-    spec_low: float = config.param(
+    spec_low: float = parameters.param(
         0.1, "the draft never branches on confidences below this")
-    thresholds: list = config.shared("thresholds", [0.3, 0.5, 0.7, 0.9, 1.0],
+    thresholds: list = parameters.shared("thresholds", [0.3, 0.5, 0.7, 0.9, 1.0],
                                      "the sweep of the speed/quality frontier")
-    n_sweep: int = config.param(4,
+    n_sweep: int = parameters.param(4,
         "prompts per threshold of the sweep (the first of the n_samples)")
-    n_repeats: int = config.shared("n_repeats",
+    n_repeats: int = parameters.shared("n_repeats",
                                    note="of the loop-overhead measurement")
-    judge: str = config.shared("judge")
-    threads: int = config.param(1,
+    judge: str = parameters.shared("judge")
+    threads: int = parameters.param(1,
         "torch CPU threads (1: timings that other jobs on the machine disturb "
         "least)")
 
