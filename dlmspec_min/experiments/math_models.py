@@ -172,6 +172,18 @@ def _interval(flags, n_boot: int, seed: int) -> tuple[float, float, float]:
     return stats.mean_bootstrap(pd.Series(flags).to_numpy(float), n_boot, seed)
 
 
+def _scored(v: dict[str, Any], k: str, graded: pd.DataFrame, n_bootstrap: int,
+            seed: int) -> tuple[tuple[float, float, float], dict[str, float]]:
+    """A model's graded answers into ``v`` as ``{k}_answer_acc`` with its
+    bootstrap interval (``_lo``, ``_hi``) and ``{k}_<skill>``; the interval and
+    the skills, for the page's table."""
+    acc = _interval(graded.correct, n_bootstrap, seed)
+    v[f"{k}_answer_acc"], v[f"{k}_answer_acc_lo"], v[f"{k}_answer_acc_hi"] = acc
+    skills = skill_shares(graded)
+    v.update({f"{k}_{name}": x for name, x in skills.items()})
+    return acc, skills
+
+
 def ladder_prefix(world) -> str:
     """``dlmspec/math/`` for the math world: its ladder's names less the size."""
     return world.ladder[0].rsplit("/", 1)[0] + "/"
@@ -276,10 +288,7 @@ def measure(models: dict[str, Any], tokenizer, sizes, *, batch_size: int = 64,
             continue
         gen, nfe, _ = _decode(model, prompts, config, batch_size)
         graded = grade(tokenizer, gen.cpu(), held)
-        acc = _interval(graded.correct, n_bootstrap, seed)
-        v[f"{k}_answer_acc"], v[f"{k}_answer_acc_lo"], v[f"{k}_answer_acc_hi"] = acc
-        skills = skill_shares(graded)
-        v.update({f"{k}_{name}": x for name, x in skills.items()})
+        acc, skills = _scored(v, k, graded, n_bootstrap, seed)
         tpf = stats.ratio_bootstrap([config.gen_length] * len(nfe),
                                     nfe.cpu().numpy(), n_bootstrap, seed)
         v[f"{k}_tokens_per_nfe"] = tpf[0]
@@ -466,10 +475,7 @@ def first_world(n_problems: int = 400, n_bootstrap: int = 2000, seed: int = 0,
                                     gen_length)[:, :prompt_length].to(device)
         gen, _, _ = _decode(model, prompts, config, batch_size)
         graded = grade(tok, gen.cpu(), held)
-        acc = _interval(graded.correct, n_bootstrap, seed)
-        v[f"{k}_answer_acc"], v[f"{k}_answer_acc_lo"], v[f"{k}_answer_acc_hi"] = acc
-        skills = skill_shares(graded)
-        v.update({f"{k}_{name}": x for name, x in skills.items()})
+        acc, skills = _scored(v, k, graded, n_bootstrap, seed)
         trained = json.loads((path / "training.json").read_text())
         rows.append(dict(model=size, status="kept",
                          **{"parameters (M)": round(trained["parameters"] / 1e6, 2),

@@ -197,12 +197,14 @@ def acceptance(runs) -> tuple[list[int], np.ndarray]:
     return steps, f_steps[f_steps > 0].numpy()
 
 
-def threshold_sweep(target, prompt, judge, tokenizer, runs, configs, *, thresholds,
-                    threshold: float, n_sweep: int, gen_length: int):
-    """For each threshold, the dual-cache base policy and its exact speculation on
-    the first ``n_sweep`` prompts (the main runs reused at ``threshold``): one row
-    per (threshold, decoder) with tokens per NFE and the base policy's judge
-    scores, and the exact-match rate of speculation at each threshold."""
+def threshold_sweep(target, prompt, judge, tokenizer, runs, configs, config: Config):
+    """For each of ``config.thresholds``, the dual-cache base policy and its exact
+    speculation on the first ``config.n_sweep`` prompts (the main runs reused at
+    ``config.threshold``): one row per (threshold, decoder) with tokens per NFE
+    and the base policy's judge scores, and the exact-match rate of speculation
+    at each threshold."""
+    thresholds, threshold = config.thresholds, config.threshold
+    n_sweep, gen_length = config.n_sweep, config.gen_length
     dual, traj = configs[DUAL][0], configs[TRAJ][0]
     rows, exact = [], []
     sub = prompt[:n_sweep]
@@ -418,18 +420,8 @@ def measure(
         t_base_tokens_per_step=float(sizes.mean()),
         t_n_sweep=config.n_sweep,
     )
-    sweep, sweep_exact = threshold_sweep(
-        target,
-        prompt,
-        judge,
-        tok,
-        runs,
-        configs,
-        thresholds=config.thresholds,
-        threshold=config.threshold,
-        n_sweep=config.n_sweep,
-        gen_length=config.gen_length,
-    )
+    sweep, sweep_exact = threshold_sweep(target, prompt, judge, tok, runs, configs,
+                                         config)
     wide = sweep_wide(sweep)
     values.update(
         t_exact_match_sweep=float(min(sweep_exact)),
