@@ -127,7 +127,7 @@ def landing_page(values: dict[str, dict], overrides: Path | None,
         + (f" and the overrides `{overrides}`" if overrides else "")
         + " by `make paper`; these pages are the executed notebooks, not re-run.",
         "",
-        "| notebook | parameters | run time (s) |",
+        "| notebook | parameters (where they differ from the book's) | run time (s) |",
         "|---|---|---|",
     ]
     for stem, v in values.items():
