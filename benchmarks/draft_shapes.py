@@ -8,7 +8,7 @@ it decodes with each shape (tree, chain, mix) at each budget and reports the
 gain in forwards over the base with a paired bootstrap interval over
 questions, beside an oracle draft of the same budget and the share of verify
 calls whose draft held the base's next state
-(``dlmspec_min.experiments.trajectory.forward_study``). Every run is checked
+(``dlmspec_min.experiments.trajectory_speculation.forward_study``). Every run is checked
 token-equal to its base.
 
     python benchmarks/draft_shapes.py [--n 32] [--seed 1] [--budgets 3 7 15 31]
@@ -22,7 +22,7 @@ import dataclasses
 import pandas as pd
 import torch
 
-from dlmspec_min.experiments import trajectory
+from dlmspec_min.experiments import trajectory_speculation
 from dlmspec_min.experiments.common import load_models
 from dlmspec_min.measures.stats import with_interval
 from dlmspec_min.worlds import get_world
@@ -43,17 +43,17 @@ def main() -> None:
     models = load_models(world.target)
     prompt = world.prompts(models.tokenizer, args.n, seed=args.seed)
     decode = world.decode
-    configs = trajectory.decoders(
+    configs = trajectory_speculation.decoders(
         models.target.supports_cache, gen_length=decode["gen_length"],
         block_length=decode["block_length"], threshold=decode["threshold"],
         spec_budget=15, spec_low=0.1)  # the trajectory page's defaults
-    base = configs[trajectory.TRAJ][0]
+    base = configs[trajectory_speculation.TRAJ][0]
     rows = []
     for budget in args.budgets:
         for shape in SHAPES:
             spec = dataclasses.replace(base, spec_draft=shape, spec_budget=budget,
                                        spec_verify="path")
-            s = trajectory.forward_study(models.target, prompt, spec,
+            s = trajectory_speculation.forward_study(models.target, prompt, spec,
                                          n_bootstrap=args.n_bootstrap, seed=0)
             rows.append({"budget": budget, "shape": shape,
                          "gain": with_interval(s["gain"], s["gain_lo"], s["gain_hi"]),

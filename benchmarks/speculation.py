@@ -36,7 +36,7 @@ from dlmspec_min.decoding.speculate import drift
 from dlmspec_min.measures import bench, stats
 from dlmspec_min.measures.order import held_out_prompts
 from dlmspec_min.paths import models_dir
-from dlmspec_min.training.tokenizer import BOS_ID
+from dlmspec_min.texts.tokenizer import BOS_ID
 
 BASE_SHAPE = {"vocab_size": 8192, "hidden_size": 256, "num_hidden_layers": 4,
               "num_attention_heads": 4, "intermediate_size": 768}

@@ -139,7 +139,7 @@ def _log_prior(s: Standin, vocab: dict[str, int]):
     from tokenizers import Tokenizer
 
     from dlmspec_min.measures.order import brown_token_counts
-    from dlmspec_min.training.tokenizer import load_tokenizer
+    from dlmspec_min.texts.tokenizer import load_tokenizer
 
     counts = brown_token_counts(load_tokenizer())  # the embedded ids
     by_token = {t: counts[i] for t, i in Tokenizer.from_file(
@@ -168,7 +168,7 @@ def _code(family: str, module: str):
 
 def write_standin(name: str, folder: Path) -> Path:
     """Write the stand-in of registry model ``name`` to a plain ``folder``."""
-    from dlmspec_min.training.tokenizer import save_tokenizer
+    from dlmspec_min.texts.tokenizer import save_tokenizer
 
     if name not in STANDINS:
         raise ValueError(f"no stand-in for {name!r}; one of {', '.join(STANDINS)}")

@@ -18,7 +18,7 @@ import pytest
 
 from dlmspec_min import catalogue
 from dlmspec_min.experiments import c3_win_condition as c3
-from dlmspec_min.experiments import config
+from dlmspec_min.experiments import parameters
 from dlmspec_min.plumbing import cells, claims, params, seeds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def test_each_claim_page_passes_its_config_to_measure():
         call = re.search(r"\.measure\(\s*models, get_world\(world\), config[,)]", text)
         assert call, stem
     text = (ROOT / "notebooks" / "09_trajectory_speculation.md").read_text()
-    assert "trajectory.measure(models, config," in text
+    assert "trajectory_speculation.measure(models, config," in text
 
 
 def test_a_bad_value_is_named_and_relations_are_checked():
@@ -110,11 +110,11 @@ def test_a_config_is_frozen_replaced_by_name_and_its_lists_are_its_own():
 
 def test_help_that_papermill_would_skip_is_refused_and_types_are_cell_types():
     with pytest.raises(ValueError, match="without '='"):
-        config.param(1, "a = b")
+        parameters.param(1, "a = b")
 
     @dataclasses.dataclass(frozen=True)
-    class Bad(config.Config):
-        x: tuple = config.param((1,), "a tuple")
+    class Bad(parameters.Config):
+        x: tuple = parameters.param((1,), "a tuple")
 
     with pytest.raises(TypeError, match="not one of"):
         Bad.cell()
@@ -182,9 +182,9 @@ def test_a_pages_decode_is_its_worlds_and_an_override_says_so():
     takes it from the base Config, and a page whose default differs says so in
     its cell."""
     world = catalogue.get(catalogue.DEFAULT).defaults
-    assert config.WORLD_DECODE == {k: world[k] for k in config.WORLD_DECODE}
+    assert parameters.WORLD_DECODE == {k: world[k] for k in parameters.WORLD_DECODE}
     for stem, cls in CONFIGS.items():
-        for name in set(config.WORLD_DECODE) & set(cls.names()):
+        for name in set(parameters.WORLD_DECODE) & set(cls.names()):
             own = getattr(cls(), name) != world[name]
             assert own == ("(this page's; the world's is" in cls.help(name)), (
                 stem, name)
@@ -204,7 +204,8 @@ def test_no_page_restates_a_shared_default(stem):
     (a literal or shared(name, value)); help and rule stay with the name."""
     cls = CONFIGS[stem]
     for node in _class_source(cls).body:
-        if not (isinstance(node, ast.AnnAssign) and node.target.id in config.SHARED):
+        if not (isinstance(node, ast.AnnAssign)
+                and node.target.id in parameters.SHARED):
             continue
         name, value = node.target.id, node.value
         if name == "n_samples":  # every page states its own size
@@ -221,5 +222,5 @@ def test_no_page_restates_a_shared_default(stem):
             continue
         base = next((getattr(b(), name) for b in cls.__mro__[1:]
                      if name in getattr(b, "__dataclass_fields__", {})),
-                    config.SHARED[name][0])
+                    parameters.SHARED[name][0])
         assert written != base, (stem, name, written)

@@ -231,7 +231,7 @@ def test_held_out_prompts_are_prefixes_of_held_out_sentences():
     """The prompts C6 uses are real text from the HELD-OUT split (not training)."""
     from dlmspec_min.measures.order import held_out_prompts
     from dlmspec_min.texts.corpus import brown_dataset
-    from dlmspec_min.training.tokenizer import load_tokenizer
+    from dlmspec_min.texts.tokenizer import load_tokenizer
 
     tok = load_tokenizer()
     p = held_out_prompts(tok, 5, 9, seed=4)

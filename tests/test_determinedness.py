@@ -183,7 +183,7 @@ def _word_level_tokenizer(words):
 
 
 def test_reencode_writes_the_same_words_in_another_vocabulary():
-    from dlmspec_min.training.tokenizer import load_tokenizer, words_of
+    from dlmspec_min.texts.tokenizer import load_tokenizer, words_of
 
     try:
         src = load_tokenizer()

@@ -189,8 +189,8 @@ def test_more_windows_than_held_out_is_refused():
 
 
 def test_held_out_windows_are_a_sorted_seeded_draw():
+    from dlmspec_min.texts.tokenizer import load_tokenizer
     from dlmspec_min.training import train
-    from dlmspec_min.training.tokenizer import load_tokenizer
 
     every = train.held_out_windows(load_tokenizer())
     _, a = PROSE.held_out_rows(5, 3)

@@ -14,8 +14,8 @@ from dlmspec_min.experiments import math_models as page
 from dlmspec_min.experiments.common import Measurement
 from dlmspec_min.experiments.models import Config as sizes
 from dlmspec_min.plumbing.claims import evaluate, load_registry
+from dlmspec_min.texts.tokenizer import EOS_ID, MASK_ID
 from dlmspec_min.training import train_math
-from dlmspec_min.training.tokenizer import EOS_ID, MASK_ID
 
 ROOT = Path(__file__).resolve().parents[1]
 

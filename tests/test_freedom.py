@@ -9,10 +9,10 @@ from collections import Counter
 import pytest
 
 from dlmspec_min.texts import problems as P
+from dlmspec_min.texts.tokenizer import EOS_ID
 from dlmspec_min.training import math_pilot as M
 from dlmspec_min.training import math_skills as S
 from dlmspec_min.training import train_math as T
-from dlmspec_min.training.tokenizer import EOS_ID
 
 ALL = dataclasses.replace(P.NARROW, openers=3, phrasings=3, free_order=True)
 

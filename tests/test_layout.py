@@ -202,3 +202,42 @@ def test_a_planted_lazy_module_cycle_is_caught(tmp_path):
     cycle = find_cycle(graph(root))
     assert cycle is not None and cycle[0] == cycle[-1]
     assert set(cycle) == {"dlmspec_min.ssld.a", "dlmspec_min.ssld.b"}
+
+
+# --- the size of a measurement's steps (issue 54) -------------------------------------
+MAX_PARAMETERS, MAX_LINES = 10, 100
+MEASURING = ("experiments", "ssld", "measures")
+
+
+def oversized(source: str) -> list[tuple[str, int, int]]:
+    """(name, parameters, lines) of each function in ``source`` that takes more
+    than ``MAX_PARAMETERS`` parameters (``self`` and ``cls`` not counted) or
+    runs longer than ``MAX_LINES`` lines (decorators not counted)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        a = node.args
+        names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+        n = len(names) + (a.vararg is not None) + (a.kwarg is not None)
+        n -= bool(names) and names[0] in ("self", "cls")
+        lines = node.end_lineno - node.lineno + 1
+        if n > MAX_PARAMETERS or lines > MAX_LINES:
+            found.append((node.name, n, lines))
+    return found
+
+
+def test_no_measuring_function_takes_over_ten_parameters_or_a_hundred_lines():
+    """A claim's measure reads as its protocol's steps, each a named function;
+    helpers take the config objects they need, not a dozen of their fields."""
+    found = {str(f.relative_to(PACKAGE)): bad for folder in MEASURING
+             for f in sorted((PACKAGE / folder).glob("*.py"))
+             if (bad := oversized(f.read_text()))}
+    assert not found, found
+
+
+def test_an_oversized_function_is_caught():
+    many = "def f(" + ", ".join(f"a{i}" for i in range(11)) + "):\n    pass\n"
+    long = "def g(self):\n" + "    x = 1\n" * 100
+    ten = "def h(self, " + ", ".join(f"a{i}" for i in range(10)) + "):\n    pass\n"
+    assert [b[0] for b in oversized(many + long + ten)] == ["f", "g"]

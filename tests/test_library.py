@@ -483,8 +483,8 @@ def test_encode_prompts_left_pads_after_a_start_token(small):
 
 
 def test_encode_prompts_is_the_math_models_trained_layout():
+    from dlmspec_min.texts.tokenizer import BOS_ID, PAD_ID
     from dlmspec_min.training import train_math
-    from dlmspec_min.training.tokenizer import BOS_ID, PAD_ID
     from dlmspec_min.worlds import get_world
 
     den, tok = decoding.load_denoiser("dlmspec/math_free/small")

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from dlmspec_min.texts import problems as P
+from dlmspec_min.texts.tokenizer import EOS_ID, SPECIAL_TOKENS, UNK_ID, words_of
 from dlmspec_min.training import math_pilot as M
 from dlmspec_min.training import math_skills as S
 from dlmspec_min.training import train_math as T
-from dlmspec_min.training.tokenizer import EOS_ID, SPECIAL_TOKENS, UNK_ID, words_of
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,7 @@ import torch
 from dlmspec_min.measures.tagger import FUNCTION, PUNCT, SPECIAL
 from dlmspec_min.ssld import inputs
 from dlmspec_min.texts import problems as P
-from dlmspec_min.training import train_math as T
-from dlmspec_min.training.tokenizer import (
+from dlmspec_min.texts.tokenizer import (
     BOS_ID,
     EOS_ID,
     MASK_ID,
@@ -17,6 +16,7 @@ from dlmspec_min.training.tokenizer import (
     continues_word,
     words_of,
 )
+from dlmspec_min.training import train_math as T
 from dlmspec_min.worlds import get_world
 from dlmspec_min.worlds.gsm import ROLE_CLASS, token_roles, word_role
 

@@ -94,6 +94,20 @@ def test_a_profile_holds_only_what_differs_from_its_worlds_defaults(folder):
             assert data["world"] == "math", f.name
 
 
+def test_a_paper_profile_states_only_what_differs_from_its_page_s_defaults():
+    """A paper-scale profile restates no default of its page (issue 54: the
+    world's decode is written once); a line that keeps a default on purpose says
+    why in a comment on that line."""
+    for f in sorted((NOTEBOOKS / "profiles" / "paper").glob("*.yaml")):
+        defaults = run.with_defaults(run.declared_parameters(_nb(f.stem)), {})
+        said = {line.split(":")[0] for line in f.read_text().splitlines()
+                if "#" in line.split(":", 1)[-1]}
+        same = {k for k, v in run.parameters_in(f).items() if k not in said
+                and v == defaults[k] and isinstance(v, bool) == isinstance(
+                    defaults[k], bool)}
+        assert not same, (f.name, sorted(same))
+
+
 @pytest.mark.parametrize("world", [w for w in catalogue.NAMES if w != "prose"])
 @pytest.mark.parametrize("stem", WITH_WORLD)
 def test_every_claim_page_takes_every_world_of_the_catalogue(stem, world):

@@ -16,7 +16,7 @@ from dlmspec_min.decoding.denoisers import load_denoiser
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from dlmspec_min.measures import order
 from dlmspec_min.measures.tagger import CONTENT, FUNCTION, PUNCT, SPECIAL, Lexicon
-from dlmspec_min.training.tokenizer import load_tokenizer, tokenizer_dir
+from dlmspec_min.texts.tokenizer import load_tokenizer, tokenizer_dir
 
 
 @pytest.fixture(scope="module")
@@ -342,7 +342,7 @@ def test_parallel_summary_reports_nan_for_a_missing_kind_of_step(tok):
 
 def test_held_out_prompts():
     from dlmspec_min.measures.order import held_out_prompts
-    from dlmspec_min.training.tokenizer import BOS_ID, load_tokenizer
+    from dlmspec_min.texts.tokenizer import BOS_ID, load_tokenizer
 
     tok = load_tokenizer()
     p = held_out_prompts(tok, 6, 5, seed=1)

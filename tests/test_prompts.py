@@ -8,8 +8,12 @@ import types
 import pytest
 import torch
 
-from dlmspec_min.plumbing import params, prompts
-from dlmspec_min.plumbing.prompts import DatasetSource, make_prompts, parse_source
+from dlmspec_min.plumbing import params, prompt_sources
+from dlmspec_min.plumbing.prompt_sources import (
+    DatasetSource,
+    make_prompts,
+    parse_source,
+)
 
 
 def test_parser_reads_the_three_kinds():
@@ -35,7 +39,7 @@ def test_a_dataset_source_is_refused_without_hub_access(monkeypatch):
     with pytest.raises(ValueError, match=r"prompt_source=.*set DLMSPEC_ALLOW_HUB=1"):
         params.check("prompt_source", "gsm8k:main:test:question")
     with pytest.raises(PermissionError, match="set DLMSPEC_ALLOW_HUB=1"):
-        prompts.dataset_texts(parse_source("gsm8k:main:test:question"))
+        prompt_sources.dataset_texts(parse_source("gsm8k:main:test:question"))
     params.check("prompt_source", "brown")  # the local sources need no opt-in
     with pytest.raises(ValueError, match="is not a prompt source"):
         params.check("prompt_source", "gsm8k:test")

@@ -328,7 +328,7 @@ def test_anchor_mask_word_and_piece_units(pieces):
     # 8 piece anchors, 4 of them continue a word (##s, ##ed, ##bark, ##ed)
     assert inputs.continuation_share(tok, ids, lexicon) == 0.5
     # a word is one anchor: every word anchor starts a distinct content word
-    from dlmspec_min.training.tokenizer import word_ids
+    from dlmspec_min.texts.tokenizer import word_ids
     for r, row in enumerate(ids.tolist()):
         w = word_ids(tok, row)
         starts = [w[j] for j in range(len(row)) if word[r][j]]

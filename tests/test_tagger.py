@@ -178,14 +178,14 @@ def test_unknown_class_rejected():
 
 @pytest.fixture(scope="module")
 def small_tokenizer():
-    from dlmspec_min.training.tokenizer import train_tokenizer
+    from dlmspec_min.texts.tokenizer import train_tokenizer
 
     sentences = [["The", "dog", "is", "running", "."], ["The", "cat", "sat", "."]] * 5
     return train_tokenizer(sentences, vocab_size=60)
 
 
 def test_subword_pieces_inherit_their_word_class(small_tokenizer):
-    from dlmspec_min.training.tokenizer import BOS_ID, EOS_ID, MASK_ID, PAD_ID
+    from dlmspec_min.texts.tokenizer import BOS_ID, EOS_ID, MASK_ID, PAD_ID
 
     tok = small_tokenizer
     text_ids = tok("The cats dog .", add_special_tokens=False)["input_ids"]
@@ -230,7 +230,7 @@ def _bpe_tokenizer(kind: str):
     ("metaspace", "The dogs barked , then walked home ."),
 ])
 def test_words_of_byte_level_and_sentencepiece_tokenizers(kind, text):
-    from dlmspec_min.training.tokenizer import (
+    from dlmspec_min.texts.tokenizer import (
         continues_word,
         word_convention,
         word_ids,
@@ -257,7 +257,7 @@ def test_words_of_byte_level_and_sentencepiece_tokenizers(kind, text):
 
 
 def test_our_tokenizer_keeps_the_wordpiece_convention():
-    from dlmspec_min.training.tokenizer import (
+    from dlmspec_min.texts.tokenizer import (
         continues_word,
         load_tokenizer,
         word_convention,
@@ -283,7 +283,7 @@ def test_word_anchors_are_one_per_content_word_with_bpe_conventions(kind, text):
     import torch
 
     from dlmspec_min.ssld import inputs
-    from dlmspec_min.training.tokenizer import word_ids
+    from dlmspec_min.texts.tokenizer import word_ids
 
     tok = _bpe_tokenizer(kind)
     ids = [tok.bos_token_id] + tok(text, add_special_tokens=False)["input_ids"]

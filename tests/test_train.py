@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.texts.tokenizer import BOS_ID, EOS_ID, MASK_ID
 from dlmspec_min.training import train
-from dlmspec_min.training.tokenizer import BOS_ID, EOS_ID, MASK_ID
 
 
 def test_mask_exact_masks_exactly_k_non_bos_positions():

@@ -520,7 +520,7 @@ def _rates(registry: dict, check_id: str, executed: Path) -> str:
     path = claims.executed_path(check["notebook"], executed)
     if not (path.exists() or path.with_suffix(".glue.json").exists()):
         return "<p><i>not measured by this build</i></p>"
-    from dlmspec_min.experiments.trajectory import KEYS
+    from dlmspec_min.experiments.trajectory_speculation import KEYS
 
     values = claims.read_glued(path)
     claims.add_world_runs(path, values, None)
@@ -537,7 +537,7 @@ def _rates(registry: dict, check_id: str, executed: Path) -> str:
 
 
 def _crossing(executed: Path, registry: dict) -> str:
-    from dlmspec_min.experiments.regime_axis import crossing_sentence
+    from dlmspec_min.experiments.regime import crossing_sentence
 
     page = claims.executed_path(registry["checks"]["regime"]["notebook"], executed)
     found = page.exists() or page.with_suffix(".glue.json").exists()

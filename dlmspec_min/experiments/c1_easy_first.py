@@ -24,9 +24,9 @@ from ..decoding.decode import generate
 from ..measures import order
 from ..measures.tagger import CONTENT, FUNCTION, PUNCT
 from ..worlds import World
-from . import config
+from . import parameters
 from .common import Measurement, Models
-from .config import shared
+from .parameters import shared
 
 PRIMARY, RANDOM = "confidence", "random"
 CLASS_ORDER = [CONTENT, FUNCTION, PUNCT]
@@ -259,7 +259,7 @@ def threshold_table(par: dict) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class Config(config.Sampled):
+class Config(parameters.Sampled):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "01_easy_first"

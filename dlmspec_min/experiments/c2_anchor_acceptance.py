@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from ..decoding.decode import generate
-from ..measures import regime, stats, tagger
+from ..measures import eos_tail, stats, tagger
 from ..measures.order import row_generators
 from ..ssld import (
     accelerators,
@@ -37,9 +37,9 @@ from ..ssld import (
     win_condition,
 )
 from ..worlds import World
-from . import config
+from . import parameters
 from .common import Measurement, Models
-from .config import shared
+from .parameters import shared
 
 HEAD = drafting.HeadDraft.name  # "small model + trained SID head"
 MARGINAL = drafting.SmallMarginalDraft.name  # "small model, cluster marginal"
@@ -341,7 +341,7 @@ def _plain(value):
 
 
 @dataclass(frozen=True)
-class Config(config.Coded):
+class Config(parameters.Coded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "02_anchor_acceptance"
@@ -483,7 +483,7 @@ def measure(
     r.values.update(
         accelerator_bar(dec.runs, config.gen_length, config.n_bootstrap, config.seed)
     )
-    split = regime.bar_split(
+    split = eos_tail.bar_split(
         dec.runs[r.values["c2_strongest"]],
         tok.eos_token_id,
         config.n_bootstrap,

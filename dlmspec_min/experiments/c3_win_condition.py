@@ -20,16 +20,16 @@ import pandas as pd
 import torch
 
 from ..decoding.decode import generate
+from ..measures import eos_tail, quality, stats
 from ..measures import judge as judges
-from ..measures import quality, regime, stats
 from ..measures.order import row_generators
 from ..ssld import accelerators, codebooks, drafting, inputs, win_condition
 from ..ssld.decoder import verify_logits
 from ..ssld.information import anchor_table
 from ..worlds import World
-from . import config
+from . import parameters
 from .common import Measurement, Models
-from .config import param, shared
+from .parameters import param, shared
 
 COST = "c (draft cost, target forwards)"  # the acceptance table's draft-cost column
 ORACLE = "oracle: every anchor's true token (alpha = 1)"  # the oracle row of ``e2e``
@@ -313,7 +313,7 @@ def gap_note(shortfall: float, h: pd.Series) -> str:
 
 
 @dataclass(frozen=True)
-class Config(config.Coded):
+class Config(parameters.Coded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "03_win_condition"
@@ -514,7 +514,7 @@ def measure(models: Models, world: World, config: Config, *, prompt: torch.Tenso
     infill_configs, acc_runs, acc_table = tau_step(target, tok, prompt, gens, config)
     v |= strongest_bar(acc_table)
     tau_acc, a_star, strongest = v["c3_tau_acc"], v["c3_alpha_star"], v["c3_strongest"]
-    split = regime.bar_split(acc_runs[strongest], tok.eos_token_id,
+    split = eos_tail.bar_split(acc_runs[strongest], tok.eos_token_id,
                              config.n_bootstrap, config.seed)  # the regime by the bar
     v |= {f"c3_{k}": x for k, x in split.items()}
     # alpha: oracle content anchors of the threshold accelerator's decode

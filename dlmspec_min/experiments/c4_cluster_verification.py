@@ -25,9 +25,9 @@ from ..measures import stats
 from ..measures.order import row_generators
 from ..ssld import accelerators, codebooks, decoder, drafting, inputs, semantic
 from ..worlds import PROSE, World
-from . import config
+from . import parameters
 from .common import Measurement, Models
-from .config import shared
+from .parameters import shared
 
 VERIFY = "verify-pass argmax (relaxed decoder)"  # the primary target token
 ORACLE = "final decoded token (oracle)"
@@ -73,10 +73,10 @@ class ClusterVerification(Measurement):
     oracle_rule_values: dict[str, float] = field(default_factory=dict)
 
 
-def token_pairs(models: Models, *, n_samples: int, gen_length: int, block_length: int,
-                threshold: float, temperature: float, K: int, seed: int,
-                device, world: World = PROSE) -> Pairs:
-    """Decode, find the anchors, and draw the draft's and the target's tokens.
+def token_pairs(models: Models, config: parameters.Drafted,
+                world: World = PROSE) -> Pairs:
+    """Decode, find the anchors, and draw the draft's and the target's tokens
+    (``config``: the sizes, seed, device, K and the world's decode).
 
     Anchors are the content positions of the target's own Fast-dLLM threshold
     decode of ``world``'s prompts (prose: ``[BOS]``; one seeded stream per
@@ -85,12 +85,14 @@ def token_pairs(models: Models, *, n_samples: int, gen_length: int, block_length
     decoded token (the oracle of notebook 02).
     """
     target, tok = models.target, models.tokenizer
+    n_samples, gen_length, seed, device = (config.n_samples, config.gen_length,
+                                           config.seed, config.device)
     lexicon = world.roles()
     prompt = world.prompts(tok, n_samples, seed=seed, device=device)
     P = prompt.shape[1]
-    sid = semantic.semantic_ids_for(target, K, seed=seed, tokenizer=tok)
-    cfg = accelerators.accelerators(gen_length, block_length, threshold, temperature)[
-        ANCHOR_DECODER]
+    sid = semantic.semantic_ids_for(target, config.K, seed=seed, tokenizer=tok)
+    cfg = accelerators.accelerators(gen_length, config.block_length, config.threshold,
+                                    config.temperature)[ANCHOR_DECODER]
     ref = generate(target, prompt, cfg, row_generators(seed, n_samples, device))
     anchors = inputs.anchor_mask(tok, ref.tokens, lexicon)[:, P:]  # (B, G)
     anchors_piece = inputs.anchor_mask(tok, ref.tokens, lexicon, unit="piece")[:, P:]
@@ -102,11 +104,13 @@ def token_pairs(models: Models, *, n_samples: int, gen_length: int, block_length
                  anchors_piece, sid)
 
 
-def acceptance_row(drafted, target_tokens, anchors, sid, *, n_permutations: int,
-                   n_bootstrap: int, seed: int, permutation_seed: int):
+def acceptance_row(drafted, target_tokens, anchors, sid, config: Config,
+                   permutation_seed: int):
     """alpha_tok, alpha_clu, their ratio (bootstrap intervals over sequences), the
     permutation test against size-matched random clusterings, its closed-form
-    mean, and the difference random - semantic; the row and the test's result."""
+    mean, and the difference random - semantic; the row and the test's result
+    (``config``: the permutations, the bootstrap and its seed)."""
+    n_bootstrap, seed = config.n_bootstrap, config.seed
     tok_hits, n = codebooks.per_sequence(drafted == target_tokens, anchors)
     clu_hits, _ = codebooks.per_sequence(sid(drafted) == sid(target_tokens), anchors)
     a_tok, a_tok_lo, a_tok_hi = stats.rate_ci(tok_hits, n, n_bootstrap, seed)
@@ -116,7 +120,7 @@ def acceptance_row(drafted, target_tokens, anchors, sid, *, n_permutations: int,
     else:  # no exact hit: the ratio is undefined
         ratio = r_lo = r_hi = float("nan")
     d, t = drafted[anchors], target_tokens[anchors]
-    perm = semantic.permutation_test_fast(d, t, sid, n_permutations,
+    perm = semantic.permutation_test_fast(d, t, sid, config.n_permutations,
                                           torch.Generator().manual_seed(permutation_seed))
     diff, diff_lo, diff_hi = semantic.random_minus_semantic(
         drafted, target_tokens, anchors, sid, n_bootstrap, seed)
@@ -177,7 +181,7 @@ def rule_values(row) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class Config(config.Drafted):
+class Config(parameters.Drafted):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "04_cluster_verification"
@@ -191,31 +195,12 @@ def measure(models: Models, world: World, config: Config) -> ClusterVerification
     """Everything C4's page measures in ``world``, in the page's order (``values``:
     the ``c4_*`` glue names except the verdicts and the run time, which the page
     records)."""
-    pairs = token_pairs(
-        models,
-        n_samples=config.n_samples,
-        gen_length=config.gen_length,
-        block_length=config.block_length,
-        threshold=config.threshold,
-        temperature=config.temperature,
-        K=config.K,
-        seed=config.seed,
-        device=config.device,
-        world=world,
-    )
+    pairs = token_pairs(models, config, world)
     drafted, anchors, sid = pairs.drafted, pairs.anchors, pairs.sid
     rows, perms = {}, {}
     for i, (name, tt) in enumerate(pairs.targets.items()):
-        rows[name], perms[name] = acceptance_row(
-            drafted,
-            tt,
-            anchors,
-            sid,
-            n_permutations=config.n_permutations,
-            n_bootstrap=config.n_bootstrap,
-            seed=config.seed,
-            permutation_seed=config.seed + i,
-        )
+        rows[name], perms[name] = acceptance_row(drafted, tt, anchors, sid, config,
+                                                 permutation_seed=config.seed + i)
     acc = pd.DataFrame.from_dict(rows, orient="index").rename_axis("target token")
     m, o = acc.loc[VERIFY], acc.loc[ORACLE]
     v = {f"c4_{key}": m[col] for key, col in ACCEPTANCE_KEYS.items()}

@@ -33,9 +33,9 @@ from ..measures import quality, stats
 from ..measures.order import row_generators
 from ..ssld import accelerators, drafting, inputs, semantic
 from ..worlds import World
-from . import config
+from . import parameters
 from .common import Measurement, Models
-from .config import param, shared
+from .parameters import param, shared
 
 BASELINE = "baseline"
 EXACT = "exact SSLD"
@@ -207,7 +207,7 @@ def rule_values(res: pd.DataFrame, quality_bound: float) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class Config(config.Drafted):
+class Config(parameters.Drafted):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "05_bounded_quality"

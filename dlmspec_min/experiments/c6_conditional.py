@@ -18,13 +18,13 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from ..measures import regime
+from ..measures import eos_tail
 from ..measures.tagger import CONTENT, FUNCTION, PUNCT
 from ..ssld import codebooks, conditional, drafting, win_condition
 from ..worlds import PROSE, World
-from . import config
+from . import parameters
 from .common import Measurement, Models
-from .config import param, shared
+from .parameters import param, shared
 
 UNC, PRO = "unconditional ([BOS])", "held-out text prompts"
 # the words a world without decodes free of context (math) puts where the page
@@ -245,7 +245,7 @@ def figure_values(figs: dict, diff: pd.DataFrame, n_samples: int, gen_length: in
 
 
 @dataclass(frozen=True)
-class Config(config.Coded):
+class Config(parameters.Coded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "06_conditional"
@@ -322,7 +322,7 @@ def measure(
         f = figs[cond]
         values |= {
             f"{prefix}{k}": x
-            for k, x in regime.bar_split(
+            for k, x in eos_tail.bar_split(
                 f.runs[f.strongest], tok.eos_token_id, config.n_bootstrap, config.seed
             ).items()
         }

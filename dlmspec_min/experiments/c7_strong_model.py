@@ -30,7 +30,7 @@ import torch
 
 from ..decoding.decode import generate
 from ..decoding.denoisers import load_denoiser
-from ..measures import determinedness, regime, stats, tagger
+from ..measures import determinedness, eos_tail, stats, tagger
 from ..measures.order import row_generators
 from ..ssld import (
     accelerators,
@@ -41,9 +41,9 @@ from ..ssld import (
     win_condition,
 )
 from ..worlds import World
-from . import config
+from . import parameters
 from .common import Measurement
-from .config import param, shared
+from .parameters import param, shared
 
 ROLES = ("small", "base", "large")  # the page's order of the three targets
 KEEP = (tagger.CONTENT, tagger.FUNCTION)
@@ -299,7 +299,7 @@ def check_sizes(n_tau: int, n_samples: int) -> None:
 
 
 @dataclass(frozen=True)
-class Config(config.Coded):
+class Config(parameters.Coded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "07_strong_model"
@@ -495,7 +495,7 @@ def measure(
         "c7_decode_seconds": decode_seconds,
         "c7_strongest": strongest,
     }
-    split = regime.bar_split(bar["runs"][strongest], tok_l.eos_token_id,
+    split = eos_tail.bar_split(bar["runs"][strongest], tok_l.eos_token_id,
                              config.n_bootstrap, config.seed)  # the regime by the bar
     values |= {f"c7_{k}": x for k, x in split.items()}
 

@@ -35,9 +35,9 @@ from ..measures import entropy, order, stats, tagger
 from ..ssld import accelerators, codebooks, decoder, drafting, inputs, semantic
 from ..ssld import information as info
 from ..worlds import World
-from . import config
+from . import parameters
 from .common import Measurement, Models
-from .config import param, shared
+from .parameters import param, shared
 
 CLASSES = [tagger.CONTENT, tagger.FUNCTION, tagger.PUNCT]
 PALETTE = {tagger.CONTENT: "C3", tagger.FUNCTION: "C0", tagger.PUNCT: "C2"}
@@ -437,7 +437,7 @@ def closing_notes(values: dict, no_par: bool) -> dict:
 
 
 @dataclass(frozen=True)
-class Config(config.Drafted):
+class Config(parameters.Drafted):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "08_information"

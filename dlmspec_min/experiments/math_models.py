@@ -21,7 +21,7 @@ never drawn in training) with the world's default decode: greedy,
   threshold decode over the whole generated window, with its interval; and
   LLaDA's baseline and every accelerator the claims measure against, each
   decode cut at its first ``[EOS]`` into text and tail
-  (``measures.regime``), with its answer accuracy.
+  (``measures.eos_tail``), with its answer accuracy.
 
 A model of the ladder that is not trained yet (no weights in ``data/models``) is
 reported as missing, its figures NaN, never dropped silently.
@@ -45,12 +45,12 @@ import torch
 from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
 from ..decoding.denoisers import ModelNotAvailableError, load_denoiser
-from ..measures import regime, stats
+from ..measures import eos_tail, stats
 from ..paths import data_dir, models_dir
 from ..ssld import accelerators
 from ..texts import problems as P
+from ..texts.tokenizer import EOS_ID
 from ..training import math_pilot, math_skills, train_math
-from ..training.tokenizer import EOS_ID
 from ..worlds.gsm import MATH_NARROW
 from .common import Measurement
 
@@ -108,7 +108,7 @@ def ranges_table(dials: P.Dials | None = None) -> pd.DataFrame:
 
 def answer_text(tokenizer, row) -> str:
     """The decoded text before the first ``[EOS]``, specials dropped."""
-    return tokenizer.decode(regime.cut_at_eos([row], EOS_ID)[0],
+    return tokenizer.decode(eos_tail.cut_at_eos([row], EOS_ID)[0],
                             skip_special_tokens=True).strip()
 
 
@@ -120,7 +120,7 @@ def grade(tokenizer, generated: torch.Tensor, batch: list[P.Problem]) -> pd.Data
     lines and those that hold)."""
     rows = []
     for ids, p in zip(generated.tolist(), batch, strict=True):
-        text = regime.cut_at_eos([ids], EOS_ID)[0]
+        text = eos_tail.cut_at_eos([ids], EOS_ID)[0]
         words = tokenizer.decode(text, skip_special_tokens=True).split()
         ended = (EOS_ID in ids and len(words) >= 2 and words[-2] == P.ANSWER_MARK
                  and words[-1].isdigit())
@@ -170,6 +170,18 @@ def ordering(v: dict[str, Any], upper: str, lower: str) -> str:
 
 def _interval(flags, n_boot: int, seed: int) -> tuple[float, float, float]:
     return stats.mean_bootstrap(pd.Series(flags).to_numpy(float), n_boot, seed)
+
+
+def _scored(v: dict[str, Any], k: str, graded: pd.DataFrame, n_bootstrap: int,
+            seed: int) -> tuple[tuple[float, float, float], dict[str, float]]:
+    """A model's graded answers into ``v`` as ``{k}_answer_acc`` with its
+    bootstrap interval (``_lo``, ``_hi``) and ``{k}_<skill>``; the interval and
+    the skills, for the page's table."""
+    acc = _interval(graded.correct, n_bootstrap, seed)
+    v[f"{k}_answer_acc"], v[f"{k}_answer_acc_lo"], v[f"{k}_answer_acc_hi"] = acc
+    skills = skill_shares(graded)
+    v.update({f"{k}_{name}": x for name, x in skills.items()})
+    return acc, skills
 
 
 def ladder_prefix(world) -> str:
@@ -276,10 +288,7 @@ def measure(models: dict[str, Any], tokenizer, sizes, *, batch_size: int = 64,
             continue
         gen, nfe, _ = _decode(model, prompts, config, batch_size)
         graded = grade(tokenizer, gen.cpu(), held)
-        acc = _interval(graded.correct, n_bootstrap, seed)
-        v[f"{k}_answer_acc"], v[f"{k}_answer_acc_lo"], v[f"{k}_answer_acc_hi"] = acc
-        skills = skill_shares(graded)
-        v.update({f"{k}_{name}": x for name, x in skills.items()})
+        acc, skills = _scored(v, k, graded, n_bootstrap, seed)
         tpf = stats.ratio_bootstrap([config.gen_length] * len(nfe),
                                     nfe.cpu().numpy(), n_bootstrap, seed)
         v[f"{k}_tokens_per_nfe"] = tpf[0]
@@ -377,7 +386,7 @@ def regime_table(target, tokenizer, held, prompts, n: int, n_bootstrap: int,
         gen, _, results = _decode(target, prompts[:n], cfg, batch_size)
         runs[name] = _merge(results)
         acc[name] = float(grade(tokenizer, gen.cpu(), held[:n]).correct.mean())
-    table = regime.regime_table(runs, EOS_ID, n_bootstrap, seed)
+    table = eos_tail.regime_table(runs, EOS_ID, n_bootstrap, seed)
     table["answer_accuracy"] = pd.Series(acc)
     return table
 
@@ -466,10 +475,7 @@ def first_world(n_problems: int = 400, n_bootstrap: int = 2000, seed: int = 0,
                                     gen_length)[:, :prompt_length].to(device)
         gen, _, _ = _decode(model, prompts, config, batch_size)
         graded = grade(tok, gen.cpu(), held)
-        acc = _interval(graded.correct, n_bootstrap, seed)
-        v[f"{k}_answer_acc"], v[f"{k}_answer_acc_lo"], v[f"{k}_answer_acc_hi"] = acc
-        skills = skill_shares(graded)
-        v.update({f"{k}_{name}": x for name, x in skills.items()})
+        acc, skills = _scored(v, k, graded, n_bootstrap, seed)
         trained = json.loads((path / "training.json").read_text())
         rows.append(dict(model=size, status="kept",
                          **{"parameters (M)": round(trained["parameters"] / 1e6, 2),

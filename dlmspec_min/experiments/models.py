@@ -25,17 +25,17 @@ import torch
 from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
 from ..decoding.denoisers import load_denoiser
+from ..measures import eos_tail, stats, tagger
 from ..measures import judge as judges
-from ..measures import regime, stats, tagger
 from ..measures.order import row_generators, unconditional_prompt
 from ..paths import models_dir
 from ..ssld import accelerators
 from ..texts import corpus
+from ..texts.tokenizer import BOS_ID
 from ..training import train
-from ..training.tokenizer import BOS_ID
-from . import config
+from . import parameters
 from .common import Measurement
-from .config import param, shared
+from .parameters import param, shared
 
 SIZES = ("small", "base", "large")
 UNIGRAM = "unigram"
@@ -293,7 +293,7 @@ def regime_values(table: pd.DataFrame) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Config(config.Loaded):
+class Config(parameters.Loaded):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "00_models"
@@ -395,7 +395,7 @@ def measure(models: dict[str, Any], tokenizer, config: Config, *, train_ds=None,
                        gen_length=config.gen_length, block_length=config.block_length,
                        threshold=config.threshold, temperature=config.temperature,
                        seed=config.seed, device=config.device)
-    tables["regime"] = regime.regime_table(runs, tokenizer.eos_token_id,
+    tables["regime"] = eos_tail.regime_table(runs, tokenizer.eos_token_id,
                                            config.n_bootstrap, config.seed)
     v["m_regime_samples"] = config.regime_samples
     v["m_regime_rule_threshold"] = config.threshold

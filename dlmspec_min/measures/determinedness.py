@@ -227,7 +227,7 @@ def reencode(windows: torch.Tensor, src_tokenizer, dst_tokenizer) -> torch.Tenso
     ``order.unconditional_prompt``); every row is then cut to the shortest, so
     the result is rectangular and each row holds the start of the same text.
     """
-    from ..training.tokenizer import words_of
+    from ..texts.tokenizer import words_of
     from .order import unconditional_prompt
 
     if windows.dim() != 2:

@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from ..paths import cache_dir
-from ..training.tokenizer import save_tokenizer
+from ..texts.tokenizer import save_tokenizer
 
 SMOLLM2 = "smollm2-135m"
 GPT2 = "gpt2"

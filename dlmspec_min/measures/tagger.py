@@ -338,7 +338,7 @@ def classes_of_tokens(tokenizer, ids, lexicon: Lexicon) -> list[str]:
     continue the previous word, so they inherit its class). Every special token
     ([PAD], [UNK], [BOS], [EOS], [MASK]) gives ``"special"``.
     """
-    from ..training.tokenizer import word_ids, words_of
+    from ..texts.tokenizer import word_ids, words_of
 
     ids = [int(i) for i in ids]
     words = words_of(tokenizer, ids)

@@ -4,7 +4,7 @@
     python -m dlmspec_min.plumbing.cells --check  # exit 1 naming each that differs
 
 A page's parameters are declared once, in its ``Config``
-(``dlmspec_min.experiments.config``); papermill reads literal assignments, so
+(``dlmspec_min.experiments.parameters``); papermill reads literal assignments, so
 the cell is that declaration written out. Change a parameter in the Config and
 run this; ``tests/test_cells.py`` fails while a cell and its Config differ.
 """

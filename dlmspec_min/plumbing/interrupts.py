@@ -161,6 +161,18 @@ def install(subreaper: bool = True) -> bool:
     return True
 
 
+def command(main):
+    """``main(argv)`` as a command: ``install()`` first, so SIGINT and SIGTERM
+    end what it started (``make book``, ``make paper`` and the runner)."""
+    def cli(argv=None) -> int:
+        install()
+        return main(argv)
+
+    cli.__doc__ = ("The command: ``main``, with SIGINT and SIGTERM ending what it "
+                   "started.")
+    return cli
+
+
 @contextlib.contextmanager
 def installed():
     """``install()`` for the block's duration (no subreaper: this process may be

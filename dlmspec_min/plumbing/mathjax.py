@@ -13,7 +13,6 @@ build.
 from __future__ import annotations
 
 import tarfile
-import tempfile
 from pathlib import Path
 
 from ..paths import cache_dir
@@ -45,25 +44,19 @@ def fetch_mathjax(dest: Path | None = None, tarball: Path | None = None) -> Path
     Only the files in ``KEPT`` are written, first into a temporary folder next
     to ``dest`` that is then renamed, so a failed fetch leaves nothing behind.
     """
-    dest = Path(dest or mathjax_dir())
-    if (dest / MATHJAX_FILE).exists():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
-        tmp = Path(tmp)
-        if tarball is None:
-            tarball = npm.pack(MATHJAX_PACKAGE, tmp, MathJaxError)
-        npm.check(tarball, MATHJAX_SHA256, MathJaxError,
-                  f"{FETCH_HINT} ({MATHJAX_PACKAGE})")
-        out = tmp / "x"
-        out.mkdir()
-        with tarfile.open(tarball) as tf:
-            names = set(tf.getnames())
-            missing = sorted(set(KEPT) - names)
-            if missing:
-                raise MathJaxError(f"{tarball} lacks {missing}; {FETCH_HINT}")
-            for member, name in KEPT.items():
-                src = tf.extractfile(tf.getmember(member))
-                (out / name).write_bytes(src.read())
-        out.rename(dest)
-    return dest
+    return npm.install(MATHJAX_PACKAGE, MATHJAX_SHA256, dest or mathjax_dir(),
+                       MATHJAX_FILE, _unpack_kept, MathJaxError,
+                       f"{FETCH_HINT} ({MATHJAX_PACKAGE})", tarball)
+
+
+def _unpack_kept(tarball: Path, out: Path) -> Path:
+    """``out``, holding only the files in ``KEPT`` from ``tarball``."""
+    out.mkdir()
+    with tarfile.open(tarball) as tf:
+        missing = sorted(set(KEPT) - set(tf.getnames()))
+        if missing:
+            raise MathJaxError(f"{tarball} lacks {missing}; {FETCH_HINT}")
+        for member, name in KEPT.items():
+            src = tf.extractfile(tf.getmember(member))
+            (out / name).write_bytes(src.read())
+    return out

@@ -127,7 +127,7 @@ def landing_page(values: dict[str, dict], overrides: Path | None,
         + (f" and the overrides `{overrides}`" if overrides else "")
         + " by `make paper`; these pages are the executed notebooks, not re-run.",
         "",
-        "| notebook | parameters | run time (s) |",
+        "| notebook | parameters (where they differ from the book's) | run time (s) |",
         "|---|---|---|",
     ]
     for stem, v in values.items():
@@ -327,10 +327,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def cli(argv=None) -> int:
-    """The command: ``main``, with SIGINT and SIGTERM ending what it started."""
-    interrupts.install()
-    return main(argv)
+cli = interrupts.command(main)  # the command: SIGINT and SIGTERM end its work
 
 
 if __name__ == "__main__":

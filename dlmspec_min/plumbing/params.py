@@ -82,7 +82,7 @@ def _device(v):
 
 
 def _prompt_source(v):
-    from .prompts import check_source
+    from .prompt_sources import check_source
 
     return check_source(v)
 

@@ -472,10 +472,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def cli(argv=None) -> int:
-    """The command: ``main``, with SIGINT and SIGTERM ending what it started."""
-    interrupts.install()
-    return main(argv)
+cli = interrupts.command(main)  # the command: SIGINT and SIGTERM end its work
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import catalogue
-from ..experiments import config
-from ..experiments.config import param, shared
+from ..experiments import parameters
+from ..experiments.parameters import param, shared
 from ..paths import REPO_ROOT
 from . import claims
 
@@ -137,7 +137,7 @@ def run_key(claim_id: str, seed: int, name: str) -> str:
 
 
 @dataclass(frozen=True)
-class Config(config.Config):
+class Config(parameters.Config):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "10_seeds"

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from ..decoding.config import DecodeConfig, DecodeResult
-from ..measures import regime, stats
+from ..measures import eos_tail, stats
 from .decoder import SSLDResult, ssld_generate
 from .semantic import SemanticIDs
 
@@ -78,7 +78,7 @@ def accelerator_table(
     One row per name: ``tokens_per_nfe`` (all generated tokens / all row
     forwards), ``low``, ``high`` (``stats.ratio_bootstrap``), ``nfe_per_sample``
     and ``token_forwards_per_sample``; and the regime split at each row's first
-    ``eos_id`` (``regime.text_and_tail``): ``text_fraction`` (mean over samples),
+    ``eos_id`` (``eos_tail.text_and_tail``): ``text_fraction`` (mean over samples),
     ``text_tokens_per_nfe`` and ``tail_tokens_per_nfe`` (pooled; NaN for a part
     that took no forward). ``eos_id=None``: every decode is all text.
     """
@@ -102,7 +102,7 @@ def _split(r: DecodeResult, eos_id: int | None) -> dict[str, float]:
         tpf = r.generated.shape[1] * len(r.nfe) / float(r.nfe.sum())
         return dict(text_fraction=1.0, text_tokens_per_nfe=tpf,
                     tail_tokens_per_nfe=np.nan)
-    p = regime.text_and_tail(r, eos_id)
+    p = eos_tail.text_and_tail(r, eos_id)
 
     def per_forward(part: str) -> float:
         forwards = p[f"{part}_forwards"].sum()

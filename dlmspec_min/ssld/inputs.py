@@ -49,7 +49,7 @@ def continuation_mask(tokenizer, ids: torch.Tensor) -> torch.Tensor:
     """(B, L) token ids -> (B, L) bool, True where a token continues the word of the
     token before it (``tokenizer.continues_word``: a ``##`` piece, an unmarked
     BPE piece); word starts and special tokens are False."""
-    from ..training.tokenizer import continues_word
+    from ..texts.tokenizer import continues_word
 
     if ids.dim() != 2:
         raise ValueError(f"ids must be (batch, length), got shape {tuple(ids.shape)}")

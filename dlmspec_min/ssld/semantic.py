@@ -44,7 +44,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-DEFAULT_K = 256
 KMEANS_ITERS = 30
 PERMUTATION_CHUNK = 500  # random clusterings materialised at once, (chunk, V) longs
 
@@ -195,7 +194,7 @@ def special_mask(vocab_size: int, special_ids) -> torch.Tensor:
 
 
 def fit_semantic_ids(
-    embeddings: torch.Tensor, K: int = DEFAULT_K, *, seed: int = 0,
+    embeddings: torch.Tensor, K: int, *, seed: int = 0,
     special_ids=(), levels: int = 1, iters: int = KMEANS_ITERS,
 ) -> SemanticIDs:
     """k-means over the L2-normalised rows of ``embeddings`` (V, D), specials excluded.
@@ -232,7 +231,7 @@ def fit_semantic_ids(
 
 
 def semantic_ids_for(
-    denoiser, K: int = DEFAULT_K, *, seed: int = 0, tokenizer=None, levels: int = 1,
+    denoiser, K: int, *, seed: int = 0, tokenizer=None, levels: int = 1,
 ) -> SemanticIDs:
     """Semantic IDs from a denoiser's INPUT embedding matrix (V, D).
 

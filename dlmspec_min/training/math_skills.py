@@ -23,7 +23,7 @@ from __future__ import annotations
 import operator
 
 from ..texts import problems as P
-from .tokenizer import EOS_ID
+from ..texts.tokenizer import EOS_ID
 
 OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 LEXICON = frozenset(P.NAMES) | frozenset(P.OBJECTS) | frozenset(P.CONTAINERS)

@@ -28,7 +28,7 @@ import torch
 from ..decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from ..paths import models_dir
 from ..texts.corpus import brown_dataset
-from .tokenizer import (
+from ..texts.tokenizer import (
     BOS_ID,
     EOS_ID,
     MASK_ID,

@@ -47,14 +47,14 @@ from ..decoding.modeling import DLMConfig, DLMForMaskedDiffusion
 from ..decoding.prompts import encode_prompts
 from ..paths import models_dir
 from ..texts import problems as P
-from . import math_skills
-from .tokenizer import (
+from ..texts.tokenizer import (
     EOS_ID,
     MASK_ID,
     build_math_tokenizer,
     load_tokenizer,
     save_tokenizer,
 )
+from . import math_skills
 from .train import MIN_MASK_RATIO, lr_at, mask_exact, save_trained
 
 # the math world's layout and decode (catalogue: "math"; the chained world's

@@ -55,7 +55,7 @@ def word_role(word: str) -> str:
 
 def token_roles(tokenizer, ids) -> list[str]:
     """Per token id: its word's role (``problems.ROLES``), or ``special``."""
-    from ..training.tokenizer import word_ids, words_of
+    from ..texts.tokenizer import word_ids, words_of
 
     ids = [int(i) for i in ids]
     roles = [word_role(w) for w in words_of(tokenizer, ids)]
@@ -88,7 +88,7 @@ class MathWorld(World):
         return self.entry.prompt_length
 
     def tokenizer(self):
-        from ..training.tokenizer import load_tokenizer
+        from ..texts.tokenizer import load_tokenizer
 
         return load_tokenizer(train_math.tokenizer_dir())
 

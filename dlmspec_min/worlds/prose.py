@@ -32,7 +32,7 @@ def _training_windows(tokenizer, seq_len: int | None) -> torch.Tensor:
 @dataclass(frozen=True)
 class ProseWorld(World):
     def tokenizer(self):
-        from ..training.tokenizer import load_tokenizer
+        from ..texts.tokenizer import load_tokenizer
 
         return load_tokenizer()
 

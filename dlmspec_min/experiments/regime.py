@@ -26,14 +26,15 @@ greedy, threshold 0.9, blocks of 32):
   same prompts (``t_speedup_vs_threshold`` of notebook 09, here from C3's
   accelerator decodes), a paired ratio bootstrap over prompts, beside the
   trajectory paper's 2.6 -> 4.3 tokens per step (1.65x);
-- **C8 along the axis** (``information_bits``, ``c8_fit``): the bits the best
-  draft's one-shot view lacks about each anchor's ID beside -log2 alpha_SID,
-  and a line across the settings;
+- **C8 along the axis** (``information_bits``): the bits the best draft's
+  one-shot view lacks about each anchor's ID beside -log2 alpha_SID (the line
+  across them, ``c8_fit``, is fitted over the grid's points);
 - **bits to rounds** (``rounds_fit``): the threshold rule's forwards per
   question against each world's bits of free choice.
 
 A setting whose draft or target is not trained is a row that says so, its
-figures NaN; nothing is dropped.
+figures NaN; nothing is dropped. The page's figures are drawn in
+``regime_figures.py``.
 """
 
 from __future__ import annotations
@@ -58,10 +59,10 @@ from ..worlds import get_world
 from ..worlds.gsm import MathWorld
 from . import c3_win_condition as c3m
 from . import c4_cluster_verification as c4m
-from . import config, crossing_grid
+from . import crossing_grid, parameters
 from .common import Measurement, load_models
-from .config import param, shared
 from .crossing_grid import fine_K, interval_words  # noqa: F401 (the page reads them here)
+from .parameters import param, shared
 
 THRESHOLD, TRAJ = "Fast-dLLM threshold", "trajectory speculation (exact)"
 # the base policy whose tokens trajectory speculation keeps
@@ -102,17 +103,6 @@ INSTRUMENTS = {"kmeans": "word", "fine": "piece"}  # ids -> anchor unit
 COMPETENCE = ("copy_acc", "answer_acc", "arith_acc", "ended_share")
 SHARED = "_shared_decode"  # measure_setting's key for the decode the grid shares
 INCONCLUSIVE = "inconclusive"  # the verdict's name (plumbing.claims, tested equal)
-FIGURES = {  # what the page plots against each x: y, its interval, its title
-    "tau_acc": ("tau_acc_lo", "tau_acc_hi", "tau_acc (tokens per forward)"),
-    "alpha": ("alpha_lo", "alpha_hi", "alpha_SID (black dash: alpha*)"),
-    "margin": (None, None, "C3 margin: alpha* - alpha_SID high"),
-    "c4_ratio": ("c4_ratio_lo", "c4_ratio_hi", "C4 cluster gain"),
-    "traj_gain": ("traj_gain_lo", "traj_gain_hi", "trajectory speculation's gain"),
-}
-AXES = {"threshold_tpf": "threshold rule, slots per forward",
-        "content_bits": "content freedom (bits per solution)"}
-
-
 def setting_world(name: str, setting: dict) -> MathWorld:
     """A setting -> its math world (``setting["world"]``, a math world of
     ``dlmspec_min.catalogue``): its grammar, row layout, decode, draft and
@@ -263,84 +253,6 @@ def rounds_fit(v: dict[str, Any], names) -> dict[str, Any]:
             "rounds_intercept": float(fit.params[0]), "rounds_r2": float(fit.rsquared)}
 
 
-def draw_rounds(m: Measurement):
-    """The threshold rule's forwards per question against a solution's bits of
-    free choice, one point per world, with ``rounds_fit``'s line. None when no
-    world is measured."""
-    import matplotlib.pyplot as plt
-
-    long = m.arrays["long"]
-    long = long[np.isfinite(long["threshold_nfe"].astype(float))
-                & long.setting.isin(m.values.get("r_rounds_settings", "").split(", "))]
-    if not len(long):
-        return None
-    x = (long["glue_bits"] + long["content_bits"]).astype(float)
-    y = long["threshold_nfe"].astype(float)
-    fig, ax = plt.subplots(figsize=(5.0, 3.4), constrained_layout=True)
-    ax.plot(x, y, "o")
-    for xi, yi, name in zip(x, y, long.setting, strict=True):
-        ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(5, 3),
-                    fontsize=7)
-    v = m.values
-    if np.isfinite(v.get("r_rounds_slope", math.nan)):
-        xs = np.linspace(0, float(x.max()) * 1.1, 2)
-        ax.plot(xs, v["r_rounds_intercept"] + v["r_rounds_slope"] * xs, color="C1",
-                lw=1, label=f"linear: {v['r_rounds_slope']:.2f} forwards per bit, "
-                            f"R^2 {v['r_rounds_r2']:.2f}")
-        ax.legend(fontsize=7, loc="upper left")
-    ax.set_xlabel("bits of free choice per solution (glue + content)", fontsize=9)
-    ax.set_ylabel("threshold rule: forwards per question", fontsize=9)
-    plt.close(fig)
-    return fig
-
-
-def draw_c8(m: Measurement):
-    """-log2 alpha_SID against the bits the draft lacks, per measured setting,
-    with 95 % intervals, the fitted line and y = x. None when nothing is
-    measured."""
-    import matplotlib.pyplot as plt
-
-    long = m.arrays["long"]
-    long = long[np.isfinite(long["info_draft"].astype(float))
-                & np.isfinite(long["neglog_alpha"].astype(float))]
-    if not len(long):
-        return None
-    x, xlo, xhi = (long[k].astype(float) for k in ("info_draft", "info_draft_lo",
-                                                     "info_draft_hi"))
-    y = long["neglog_alpha"].astype(float)
-    top = float(max(x.max(), y.max())) * 1.15
-    with np.errstate(divide="ignore"):  # an interval down to alpha 0: to the edge
-        ylo = -np.log2(long["alpha_hi"].astype(float))
-        yhi = np.minimum(-np.log2(long["alpha_lo"].astype(float)), top)
-    fig, ax = plt.subplots(figsize=(5.6, 4.2), constrained_layout=True)
-    xerr = np.clip(np.vstack([x - xlo, xhi - x]), 0, None)
-    yerr = np.clip(np.vstack([y - ylo, yhi - y]), 0, None)
-    # the two instruments apart: C2's k-means IDs (circles, labels below) and
-    # the fine IDs (squares, labels above), so neighbours do not collide
-    for ids, marker, colour, label, offset in (
-            ("kmeans", "o", "C0", "settings, C2's k-means IDs", (5, -12)),
-            ("fine", "s", "C2", "settings, fine IDs", (5, 6))):
-        at = (long["ids"] == ids).to_numpy()
-        if not at.any():
-            continue
-        ax.errorbar(x[at], y[at], xerr=xerr[:, at], yerr=yerr[:, at], fmt=marker,
-                    color=colour, capsize=3, label=label)
-        for xi, yi, name in zip(x[at], y[at], long.setting[at], strict=True):
-            ax.annotate(name, (xi, yi), textcoords="offset points", xytext=offset,
-                        fontsize=7, ha="left" if offset[0] > 0 else "right")
-    ax.plot([0, top], [0, top], color="grey", lw=0.8, ls=":", label="y = x")
-    v = m.values
-    if np.isfinite(v.get("r_c8_slope", math.nan)):
-        xs = np.array([0, top])
-        ax.plot(xs, v["r_c8_intercept"] + v["r_c8_slope"] * xs, color="C1", lw=1,
-                label=f"fit: slope {v['r_c8_slope']:.2f}, R^2 {v['r_c8_r2']:.2f}")
-    ax.set_xlabel("bits the draft lacks about an anchor's ID", fontsize=9)
-    ax.set_ylabel("-log2 alpha_SID", fontsize=9)
-    ax.legend(fontsize=7, loc="upper left")
-    plt.close(fig)
-    return fig
-
-
 def competence(target: str, bars: dict[str, float]) -> dict[str, Any]:
     """The target's last evaluation in its ``training.json`` (copy, answers,
     arithmetic, ended on held-out questions) and whether it clears ``bars``
@@ -469,7 +381,7 @@ def _missing(world: MathWorld, device, dtype) -> tuple[Any, str | None]:
 
 
 @dataclass(frozen=True)
-class Config(config.Measured):
+class Config(parameters.Measured):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "11_regime"
@@ -557,7 +469,6 @@ def measure(settings: dict[str, dict], verdict: Callable[[str, dict], str],
               for ids in INSTRUMENTS}
     v["r_summary"] = summary(v, by_ids["kmeans"])  # the two IDs apart
     v["r_summary_fine"] = summary(v, by_ids["fine"])
-    v.update({f"r_{k}": x for k, x in c8_fit(v, list(settings)).items()})
     per_world: dict[str, str] = {}  # each world's first setting (its decodes)
     for name, setting in settings.items():
         per_world.setdefault(setting["world"], name)
@@ -658,50 +569,6 @@ def summary(v: dict[str, Any], names) -> str:
             f"in {reach} of {len(done)} measured setting{'s' * (len(done) > 1)}")
 
 
-def draw(m: Measurement, paper_gain: float | None = None):
-    """The axis: a row per figure (``FIGURES``), a column per x (``AXES``), a
-    point per measured setting with its 95 % interval; ``None`` when no setting
-    was measured. ``paper_gain``: the trajectory paper's gain, a dotted line."""
-    import matplotlib.pyplot as plt
-
-    long = m.arrays["long"]
-    long = long[np.isfinite(long["tau_acc"].astype(float))]
-    if not len(long):
-        return None
-    fig, axes = plt.subplots(len(FIGURES), len(AXES), figsize=(8.0, 2.4 * len(FIGURES)),
-                             squeeze=False, constrained_layout=True)
-    for r, (y, (lo, hi, title)) in enumerate(FIGURES.items()):
-        for c, (x, xlabel) in enumerate(AXES.items()):
-            ax = axes[r, c]
-            xs, ys = long[x].astype(float), long[y].astype(float)
-            if lo is not None:
-                low, high = long[lo].astype(float), long[hi].astype(float)
-                err = np.vstack([ys - low, high - ys])
-                ax.errorbar(xs, ys, yerr=np.clip(err, 0, None), fmt="o", capsize=3)
-            else:
-                ax.plot(xs, ys, "o")
-            for xi, yi, name in zip(xs, ys, long.setting, strict=True):
-                ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(4, 4),
-                            fontsize=8)
-            if y == "alpha":
-                ax.plot(xs, long["alpha_star"].astype(float), "k_", markersize=14,
-                        label="alpha*")
-            if y == "margin":
-                ax.axhline(0, color="grey", lw=0.8)
-            if y == "c4_ratio":
-                ax.axhline(1, color="grey", lw=0.8, ls=":")
-            if y == "traj_gain" and paper_gain is not None:
-                ax.axhline(paper_gain, color="grey", lw=0.8, ls=":",
-                           label=f"trajectory paper: {paper_gain:.2f}x")
-                ax.legend(fontsize=7, loc="lower right")
-            ax.set_title(title, fontsize=9)
-            ax.margins(x=0.15)  # room for the settings' names
-            if r == len(FIGURES) - 1:
-                ax.set_xlabel(xlabel, fontsize=9)
-    plt.close(fig)
-    return fig
-
-
 def stop_note(v: dict[str, Any], settings) -> str:
     """The stopping rule read on the measured settings: the competent settings
     whose alpha_SID interval lies wholly below their alpha* interval (alpha_SID
@@ -720,129 +587,6 @@ def stop_note(v: dict[str, Any], settings) -> str:
     if not_competent:
         said += f"; not competent: {' and '.join(not_competent)}"
     return said
-
-
-# --- the crossing along ID resolution (issue 46, item 3) ------------------------------
-
-
-def _at_zero(b1: float, b2: float, m1, m2):
-    """Where the margin crosses 0 on the line through (b1, m1) and (b2, m2),
-    the draft above its bar with the coarse IDs (m1 < 0) and not with the fine
-    (m2 >= 0); +inf where it stays above at both ends (the crossing lies beyond
-    the fine IDs), -inf where it is not above even with the coarse ones."""
-    m1, m2 = np.asarray(m1, dtype=float), np.asarray(m2, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        x = b1 + (0 - m1) * (b2 - b1) / (m2 - m1)
-    return np.where(m1 >= 0, -np.inf, np.where(m2 < 0, np.inf, x))
-
-
-def crossing(v: dict[str, Any], pairs: dict[str, tuple[str, str]], n_draws: int = 2000,
-             seed: int = 0) -> pd.DataFrame:
-    """Where, in bits per anchor ID, alpha_SID falls below alpha*, per world.
-
-    ``pairs``: world -> (its setting with coarse IDs, with fine IDs). The
-    margin ``alpha* - alpha_SID`` is taken as linear in the bits between the
-    two points; the crossing is where it turns from negative (the draft above
-    its bar) to non-negative (``_at_zero``: +inf where the draft stays above at
-    both, the crossing lies past the fine IDs; -inf where it is below already
-    with the coarse). Its 95 % interval: the same line through ``n_draws``
-    draws of each alpha_SID (independently, from a normal with its interval's
-    half-width / 1.96) and of the world's alpha* (one draw for both settings:
-    the same models decode the same questions, so they share tau_acc), the
-    draws' 2.5 and 97.5 percentiles, an infinite end where more than 2.5 % of
-    the draws do not cross between the two points (``share``: the draws that
-    do). NaN where a setting is not measured or its target not competent."""
-    rng = np.random.default_rng(seed)
-    rows = []
-    for world, (coarse, fine) in pairs.items():
-        pts = []
-        for s in (coarse, fine):
-            a, lo, hi = (v[f"r_{s}_{k}"] for k in ("alpha", "alpha_lo", "alpha_hi"))
-            star = v[f"r_{s}_alpha_star"]
-            s_lo, s_hi = (1 - 1 / v[f"r_{s}_tau_acc_{e}"] for e in ("lo", "hi"))
-            pts.append((v[f"r_{s}_id_bits"], a, (hi - lo) / 3.92, star,
-                        (s_hi - s_lo) / 3.92))
-        competent = all(v.get(f"r_{s}_competent") == "yes" for s in (coarse, fine))
-        if not competent or not all(np.isfinite(np.array(p)).all() for p in pts):
-            rows.append(dict(world=world, crossing=math.nan, low=math.nan,
-                             high=math.nan, share=math.nan))
-            continue
-        (b1, a1, sa1, t1, st1), (b2, a2, sa2, t2, st2) = pts
-        est = float(_at_zero(b1, b2, t1 - a1, t2 - a2))
-        z = rng.standard_normal(n_draws)  # the world's alpha*, shared
-        m1 = t1 + st1 * z - rng.normal(a1, sa1, n_draws)
-        m2 = t2 + st2 * z - rng.normal(a2, sa2, n_draws)
-        xs = _at_zero(b1, b2, m1, m2)
-        lo, hi = np.percentile(xs, [2.5, 97.5], method="nearest")
-        rows.append(dict(world=world, crossing=est if np.isfinite(est) else math.nan,
-                         low=float(lo), high=float(hi),
-                         share=float(np.isfinite(xs).mean())))
-    return pd.DataFrame(rows).set_index("world")
-
-
-def draw_crossing(m: Measurement, paper_tau: float, paper_alpha: float,
-                  pairs: dict[str, tuple[str, str]] | None = None,
-                  cross: pd.DataFrame | None = None):
-    """alpha_SID (dots) and alpha* (dashes) with 95 % intervals against the bits
-    an anchor's ID carries (left) and against tau_acc (right, with the paper's
-    point and the curve alpha* = 1 - 1/tau). ``pairs`` (world -> its coarse and
-    fine setting): thin lines join a world's two alpha_SID; ``cross``
-    (``crossing``'s table): a dotted vertical line at each finite crossing.
-    None when nothing is measured."""
-    import matplotlib.pyplot as plt
-
-    long = m.arrays["long"]
-    long = long[np.isfinite(long["tau_acc"].astype(float))]
-    if not len(long):
-        return None
-    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.6), constrained_layout=True)
-    for ax, x, xlabel in ((axes[0], "id_bits", "bits per anchor ID (entropy)"),
-                          (axes[1], "tau_acc", "tau_acc (tokens per forward)")):
-        xs = long[x].astype(float)
-        a, lo, hi = (long[k].astype(float) for k in ("alpha", "alpha_lo", "alpha_hi"))
-        star = long["alpha_star"].astype(float)
-        s_lo, s_hi = (1 - 1 / long[k].astype(float)
-                      for k in ("tau_acc_lo", "tau_acc_hi"))
-        ax.errorbar(xs, a, yerr=np.clip(np.vstack([a - lo, hi - a]), 0, None),
-                    fmt="o", capsize=3, label="alpha_SID")
-        ax.errorbar(xs, star, yerr=np.clip(np.vstack([star - s_lo, s_hi - star]), 0,
-                                           None),
-                    fmt="_", color="k", markersize=12, capsize=3, label="alpha*")
-        for xi, yi, name in zip(xs, a, long.setting, strict=True):
-            ax.annotate(name, (xi, yi), textcoords="offset points", xytext=(4, -10),
-                        fontsize=7)
-        ax.set_xlabel(xlabel, fontsize=9)
-        ax.margins(x=0.15)
-    at = {n: i for i, n in enumerate(long.setting)}
-    for coarse, fine in (pairs or {}).values():
-        if coarse in at and fine in at:
-            rows = long.iloc[[at[coarse], at[fine]]]
-            axes[0].plot(rows["id_bits"].astype(float), rows["alpha"].astype(float),
-                         color="C0", lw=0.7, alpha=0.6)
-            axes[0].plot(rows["id_bits"].astype(float),
-                         rows["alpha_star"].astype(float), color="k", lw=0.7,
-                         ls="--", alpha=0.5)
-    found = (cross if cross is not None else pd.DataFrame(columns=["crossing"]))
-    found = found[np.isfinite(found["crossing"].astype(float))].sort_values("crossing")
-    low, high = axes[0].get_ylim()
-    for i, (world, row) in enumerate(found.iterrows()):  # labels alternate ends
-        axes[0].axvline(row["crossing"], color="grey", lw=0.8, ls=":")
-        axes[0].annotate(f"{world}: {row['crossing']:.2f}",
-                         (row["crossing"], high if i % 2 else low),
-                         textcoords="offset points", xytext=(2, -4 if i % 2 else 4),
-                         va="top" if i % 2 else "bottom", fontsize=7, rotation=90,
-                         color="grey")
-    axes[0].set_ylabel("acceptance", fontsize=9)
-    axes[1].plot([paper_tau], [paper_alpha], "r*", markersize=10,
-                 label=f"paper: tau {paper_tau:g}, alpha {paper_alpha:g}")
-    ts = np.linspace(1.05, max(float(long["tau_acc"].astype(float).max()), paper_tau)
-                     * 1.1, 100)
-    axes[1].plot(ts, 1 - 1 / ts, color="grey", lw=0.8, ls=":",
-                 label="alpha* = 1 - 1/tau")
-    axes[1].legend(fontsize=7, loc="lower right")
-    axes[0].legend(fontsize=7, loc="lower left")
-    plt.close(fig)
-    return fig
 
 
 def crossing_sentence(v: dict[str, Any] | None, world: str = "free") -> str:

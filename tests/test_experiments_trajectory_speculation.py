@@ -1,6 +1,6 @@
 """Trajectory speculation's measurement as a library function
-(dlmspec_min.experiments.trajectory), on the tiny random-weight models with a
-tiny random causal judge, and on synthetic inputs."""
+(dlmspec_min.experiments.trajectory_speculation), on the tiny random-weight models
+with a tiny random causal judge, and on synthetic inputs."""
 
 import dataclasses
 import re
@@ -10,7 +10,7 @@ import pytest
 import torch
 from pages import expression_names, same_value, shown_glue_names
 
-from dlmspec_min.experiments import trajectory as tr
+from dlmspec_min.experiments import trajectory_speculation as tr
 from dlmspec_min.measures.judge import Judge
 from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import evaluate, load_registry

@@ -33,7 +33,7 @@ from ..decoding.speculate import (
 )
 from ..measures import bench, stats
 from ..measures import judge as judges
-from . import config
+from . import parameters
 from .common import Measurement, Models
 
 VANILLA, THRESHOLD = "vanilla (1 token/step)", "Fast-dLLM threshold"
@@ -197,12 +197,14 @@ def acceptance(runs) -> tuple[list[int], np.ndarray]:
     return steps, f_steps[f_steps > 0].numpy()
 
 
-def threshold_sweep(target, prompt, judge, tokenizer, runs, configs, *, thresholds,
-                    threshold: float, n_sweep: int, gen_length: int):
-    """For each threshold, the dual-cache base policy and its exact speculation on
-    the first ``n_sweep`` prompts (the main runs reused at ``threshold``): one row
-    per (threshold, decoder) with tokens per NFE and the base policy's judge
-    scores, and the exact-match rate of speculation at each threshold."""
+def threshold_sweep(target, prompt, judge, tokenizer, runs, configs, config: Config):
+    """For each of ``config.thresholds``, the dual-cache base policy and its exact
+    speculation on the first ``config.n_sweep`` prompts (the main runs reused at
+    ``config.threshold``): one row per (threshold, decoder) with tokens per NFE
+    and the base policy's judge scores, and the exact-match rate of speculation
+    at each threshold."""
+    thresholds, threshold = config.thresholds, config.threshold
+    n_sweep, gen_length = config.n_sweep, config.gen_length
     dual, traj = configs[DUAL][0], configs[TRAJ][0]
     rows, exact = [], []
     sub = prompt[:n_sweep]
@@ -350,27 +352,27 @@ def paper_table(m: Measurement, paper: dict) -> pd.DataFrame:
 
 
 @dataclass(frozen=True)
-class Config(config.Claim):
+class Config(parameters.Claim):
     """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
 
     NOTEBOOK: ClassVar[str] = "09_trajectory_speculation"
 
-    n_samples: int = config.shared("n_samples", 8,
+    n_samples: int = parameters.shared("n_samples", 8,
                                    "prompts, decoded greedily by every decoder")
     prompt_source: str = "brown"
     prompt_length: int = 8
-    spec_budget: int = config.param(
+    spec_budget: int = parameters.param(
         15, "draft-tree nodes verified per call besides the root")
-    spec_low: float = config.param(
+    spec_low: float = parameters.param(
         0.1, "the draft never branches on confidences below this")
-    thresholds: list = config.shared("thresholds", [0.3, 0.5, 0.7, 0.9, 1.0],
+    thresholds: list = parameters.shared("thresholds", [0.3, 0.5, 0.7, 0.9, 1.0],
                                      "the sweep of the speed/quality frontier")
-    n_sweep: int = config.param(4,
+    n_sweep: int = parameters.param(4,
         "prompts per threshold of the sweep (the first of the n_samples)")
-    n_repeats: int = config.shared("n_repeats",
+    n_repeats: int = parameters.shared("n_repeats",
                                    note="of the loop-overhead measurement")
-    judge: str = config.shared("judge")
-    threads: int = config.param(1,
+    judge: str = parameters.shared("judge")
+    threads: int = parameters.param(1,
         "torch CPU threads (1: timings that other jobs on the machine disturb "
         "least)")
 
@@ -418,18 +420,8 @@ def measure(
         t_base_tokens_per_step=float(sizes.mean()),
         t_n_sweep=config.n_sweep,
     )
-    sweep, sweep_exact = threshold_sweep(
-        target,
-        prompt,
-        judge,
-        tok,
-        runs,
-        configs,
-        thresholds=config.thresholds,
-        threshold=config.threshold,
-        n_sweep=config.n_sweep,
-        gen_length=config.gen_length,
-    )
+    sweep, sweep_exact = threshold_sweep(target, prompt, judge, tok, runs, configs,
+                                         config)
     wide = sweep_wide(sweep)
     values.update(
         t_exact_match_sweep=float(min(sweep_exact)),

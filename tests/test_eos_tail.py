@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from dlmspec_min.measures import regime
+from dlmspec_min.measures import eos_tail
 
 EOS = 3
 
@@ -18,16 +18,16 @@ def trace(generated, commit_step, nfe):
 
 def test_first_eos_and_the_text_before_it():
     g = torch.tensor([[5, 6, EOS, 7], [5, 6, 7, 8], [EOS, EOS, 5, 6]])
-    assert regime.first_eos(g, EOS).tolist() == [2, 4, 0]
-    assert regime.first_eos(g, None).tolist() == [4, 4, 4]
-    assert regime.text_mask(g, EOS).sum(1).tolist() == [2, 4, 0]
-    assert regime.cut_at_eos(g.tolist(), EOS) == [[5, 6], [5, 6, 7, 8], []]
+    assert eos_tail.first_eos(g, EOS).tolist() == [2, 4, 0]
+    assert eos_tail.first_eos(g, None).tolist() == [4, 4, 4]
+    assert eos_tail.text_mask(g, EOS).sum(1).tolist() == [2, 4, 0]
+    assert eos_tail.cut_at_eos(g.tolist(), EOS) == [[5, 6], [5, 6, 7, 8], []]
 
 
 def test_a_forward_is_the_tails_only_when_all_it_commits_is_tail():
     # the [EOS] at 2 comes with the last text token (step 2): a text forward
     r = trace([[5, 6, EOS, EOS, EOS, EOS]], [[1, 2, 2, 3, 3, 4]], [4])
-    p = regime.text_and_tail(r, EOS).iloc[0]
+    p = eos_tail.text_and_tail(r, EOS).iloc[0]
     assert (p.text_tokens, p.tail_tokens) == (2, 4)
     assert (p.text_forwards, p.tail_forwards) == (2, 2)
     assert (p.text_forward_tokens, p.tail_forward_tokens) == (3, 3)
@@ -37,7 +37,7 @@ def test_a_forward_is_the_tails_only_when_all_it_commits_is_tail():
 def test_the_table_splits_tokens_per_forward_and_the_parts_add_up():
     r = trace([[5, 6, EOS, EOS, EOS, EOS], [5, 6, 7, 8, 9, EOS]],
               [[1, 2, 2, 3, 3, 4], [1, 2, 3, 4, 5, 5]], [4, 5])
-    t = regime.regime_table({"d": r}, EOS, n_boot=200).loc["d"]
+    t = eos_tail.regime_table({"d": r}, EOS, n_boot=200).loc["d"]
     assert t.tokens_per_forward == pytest.approx(12 / 9)
     assert t.text_tokens_per_forward == pytest.approx((3 + 6) / (2 + 5))
     assert t.tail_tokens_per_forward == pytest.approx(3 / 2)
@@ -49,12 +49,12 @@ def test_the_table_splits_tokens_per_forward_and_the_parts_add_up():
 
 def test_text_that_never_ends_has_no_tail():
     r = trace([[5, 6, 7, 8]], [[1, 1, 2, 2]], [2])
-    t = regime.regime_table({"d": r}, EOS, n_boot=50).loc["d"]
+    t = eos_tail.regime_table({"d": r}, EOS, n_boot=50).loc["d"]
     assert t.text_fraction == 1 and t.tail_forwards_per_sample == 0
     assert np.isnan(t.tail_tokens_per_forward)
     assert t.tokens_per_forward == t.text_tokens_per_forward == 2
     with pytest.raises(ValueError, match="no decodes"):
-        regime.regime_table({}, EOS)
+        eos_tail.regime_table({}, EOS)
 
 
 def test_a_real_decode_splits_into_parts_that_add_up(tiny_models):
@@ -67,10 +67,10 @@ def test_a_real_decode_splits_into_parts_that_add_up(tiny_models):
                        temperature=1.0)
     gens = [torch.Generator().manual_seed(i) for i in range(3)]
     r = generate(den, prompt, cfg, gens)
-    p = regime.text_and_tail(r, tok.eos_token_id)
+    p = eos_tail.text_and_tail(r, tok.eos_token_id)
     assert (p.text_forwards + p.tail_forwards).tolist() == r.nfe.tolist()
     assert (p.text_forward_tokens + p.tail_forward_tokens == 16).all()
-    first = regime.first_eos(r.generated, tok.eos_token_id)
+    first = eos_tail.first_eos(r.generated, tok.eos_token_id)
     assert p.text_tokens.tolist() == first.tolist()
 
 
@@ -80,8 +80,8 @@ ENDED = ([[5, 6, EOS, EOS, EOS, EOS], [5, 6, 7, 8, 9, EOS]],
 
 def test_the_split_beside_a_bar_is_the_tables_and_says_both_parts():
     r = trace(*ENDED)
-    t = regime.regime_table({"d": r}, EOS, n_boot=200, seed=1).loc["d"]
-    b = regime.bar_split(r, EOS, n_boot=200, seed=1)
+    t = eos_tail.regime_table({"d": r}, EOS, n_boot=200, seed=1).loc["d"]
+    b = eos_tail.bar_split(r, EOS, n_boot=200, seed=1)
     assert set(b) == {"regime_text_fraction", "regime_text_fraction_lo",
                       "regime_text_fraction_hi", "regime_text_tpf", "regime_tail_tpf",
                       "regime_note"}
@@ -97,7 +97,7 @@ def test_the_split_beside_a_bar_is_the_tables_and_says_both_parts():
 
 
 def test_the_split_of_text_that_never_ends_says_there_is_no_tail():
-    b = regime.bar_split(trace([[5, 6, 7, 8]], [[1, 1, 2, 2]], [2]), EOS, n_boot=50)
+    b = eos_tail.bar_split(trace([[5, 6, 7, 8]], [[1, 1, 2, 2]], [2]), EOS, n_boot=50)
     assert b["regime_text_fraction"] == 1 and np.isnan(b["regime_tail_tpf"])
     assert b["regime_text_tpf"] == 2
     assert "all text" in b["regime_note"] and "`" not in b["regime_note"]

@@ -12,14 +12,14 @@ import torch
 
 from dlmspec_min.decoding.denoisers import Denoiser, ModelNotAvailableError
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
-from dlmspec_min.experiments import crossing_grid
-from dlmspec_min.experiments import regime_axis as ra
+from dlmspec_min.experiments import crossing_grid, regime_figures
+from dlmspec_min.experiments import regime as ra
 from dlmspec_min.experiments.common import Measurement, Models
 from dlmspec_min.measures import stats
 from dlmspec_min.plumbing.claims import evaluate, load_registry, verdict
 from dlmspec_min.texts import problems as P
+from dlmspec_min.texts.tokenizer import MASK_ID
 from dlmspec_min.training import math_pilot, train_math
-from dlmspec_min.training.tokenizer import MASK_ID
 from dlmspec_min.worlds.gsm import MATH
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,8 +199,8 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     glued = {g for g in glued if not g.startswith("r_cross_")}  # the page records these
     glued = {g for g in glued if not g.startswith("r_grid_order_")}  # order missing
     assert glued and glued <= set(v), glued - set(v)
-    fig = ra.draw(m, paper_gain=1.5)
-    assert len(fig.axes) == len(ra.AXES) * len(ra.FIGURES)
+    fig = regime_figures.draw(m, paper_gain=1.5)
+    assert len(fig.axes) == len(regime_figures.AXES) * len(regime_figures.FIGURES)
     assert all(len(ax.collections) + len(ax.lines) >= 1 for ax in fig.axes)
     assert v["r_missing_note"] == (f"{' and '.join(missing)} not measured, its "
                                    "figures NaN: the table's status row says why")
@@ -212,19 +212,11 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
         assert v[f"r_{name}_neglog_alpha"] == (
             pytest.approx(-math.log2(alpha)) if alpha > 0 else math.inf)
     assert math.isnan(v["r_order_info_draft"])
-    fitted = [n for n in ("narrow", "free", "free_fine")
-              if math.isfinite(v[f"r_{n}_neglog_alpha"])]
-    assert v["r_c8_n"] == len(fitted)
-    if len(fitted) >= 3:
-        assert math.isfinite(v["r_c8_slope"]) and 0 <= v["r_c8_r2"] <= 1
-    else:
-        assert math.isnan(v["r_c8_slope"]) and v["r_c8_worst"] == "none"
-    assert (ra.draw_c8(m) is not None) == bool(fitted)
     for name in ("narrow", "free"):  # beside Bits to Rounds: forwards per question
         assert 1 <= v[f"r_{name}_threshold_nfe"] <= 32
     assert v["r_rounds_settings"] == "narrow, order, free, chains"
     assert v["r_rounds_n"] == 2 and math.isnan(v["r_rounds_slope"])  # order missing
-    assert ra.draw_rounds(m) is not None
+    assert regime_figures.draw_rounds(m) is not None
     fine = v["r_free_fine_alpha"]
     assert 0 <= v["r_free_fine_alpha_lo"] <= fine <= v["r_free_fine_alpha_hi"] <= 1
     assert v["r_free_fine_c4_verdict"] == "not measured: fine IDs are tokens"
@@ -232,14 +224,6 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
     assert v["r_free_fine_id_bits"] >= v["r_free_id_bits"] >= 0  # finer IDs: no less
     assert v["r_free_competent"] == "yes" and v["r_free_answer_acc"] > 0.3
     assert v["r_narrow_fine_competent"] == "not trained"
-    cross = ra.crossing(v, spec()["crossing_pairs"], n_draws=200)
-    assert set(cross.index) == {"narrow", "order", "free"}
-    assert math.isnan(cross.loc["order", "crossing"])  # order was not measured
-    fig = ra.draw_crossing(m, 3.25, 0.0035, spec()["crossing_pairs"], cross)
-    assert len(fig.axes) == 2
-    assert len(fig.axes[0].lines) >= 2  # free's pair joined (alpha_SID, alpha*)
-    assert any(t.get_text() == "paper: tau 3.25, alpha 0.0035"
-               for t in fig.axes[1].get_legend().get_texts())
     grid = m.tables["grid"]  # the crossing, separated: narrow and free measured
     assert set(grid.world) == {"narrow", "free"} and set(grid.unit) == {"word", "piece"}
     for (world, unit), g in grid.groupby(["world", "unit"]):
@@ -291,46 +275,12 @@ def test_nothing_measured_draws_nothing_and_bad_sizes_are_refused(monkeypatch):
     m = measure(**SMALL, progress=lambda s: None)
     assert m["r_settings_measured"] == 0 and math.isnan(m["r_traj_exact_min"])
     assert m["r_summary"] == "no setting is measured in this build"
-    assert ra.draw(m) is None
+    assert regime_figures.draw(m) is None
     assert not evaluate(spec()["rules"]["trajectory_speculation_exact"], m.values)
     with pytest.raises(ValueError, match="n_samples must be"):
         measure(n_samples=0)
     with pytest.raises(ValueError, match="no settings"):
         ra.measure({}, verdict, ra.Config())
-
-
-def test_the_crossing_is_where_the_margin_line_reaches_zero_with_its_interval():
-    def setting(bits, alpha, half, star):
-        tau = 1 / (1 - star)
-        return dict(id_bits=bits, alpha=alpha, alpha_lo=alpha - half,
-                    alpha_hi=alpha + half, alpha_star=star, tau_acc_lo=tau * 0.98,
-                    tau_acc_hi=tau * 1.02, tau_acc=tau, competent="yes")
-
-    figs = {"c": setting(2.0, 0.9, 0.02, 0.8), "f": setting(4.0, 0.7, 0.02, 0.8),
-            "c2": setting(2.0, 0.9, 0.02, 0.8), "f2": setting(4.0, 0.85, 0.02, 0.8),
-            "up": setting(4.0, 0.95, 0.02, 0.8), "down": setting(2.0, 0.7, 0.02, 0.8),
-            "weak": {**setting(4.0, 0.7, 0.02, 0.8), "competent": "no: answer_acc"},
-            "loose": setting(4.0, 0.79, 0.05, 0.8)}
-    v = {f"r_{n}_{k}": x for n, f in figs.items() for k, x in f.items()}
-    cross = ra.crossing(v, {"w": ("c", "f"), "none": ("c2", "f2"),
-                            "better": ("down", "up"), "weak": ("c", "weak"),
-                            "loose": ("c", "loose")}, n_draws=4000)
-    # margins -0.1 at 2 bits and +0.1 at 4: the line crosses 0 at 3 bits
-    assert cross.loc["w", "crossing"] == pytest.approx(3.0)
-    assert cross.loc["w", "low"] < 3.0 < cross.loc["w", "high"]
-    assert cross.loc["w", "share"] > 0.99
-    assert math.isnan(cross.loc["none", "crossing"])  # both margins negative
-    assert cross.loc["none", "share"] < 0.05
-    assert cross.loc["none", "high"] == math.inf  # it lies past the fine IDs
-    # a draft that gains from finer IDs is no crossing (below the bar at first)
-    assert math.isnan(cross.loc["better", "crossing"])
-    assert cross.loc["better", "low"] == -math.inf
-    assert math.isnan(cross.loc["weak", "crossing"])  # an incompetent target
-    # margin -0.1 -> +0.01 with a wide fine interval: many draws never cross,
-    # so the interval's upper end is open
-    loose = cross.loc["loose"]
-    assert 3.5 < loose["crossing"] < 4.0 and loose["high"] == math.inf
-    assert 0.3 < loose["share"] < 0.97
 
 
 def test_the_stop_note_names_settings_decided_below_the_bar_and_incompetent_ones():
