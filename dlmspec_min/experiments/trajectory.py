@@ -365,6 +365,8 @@ def wall_ratio(target, prompt: torch.Tensor, base: DecodeConfig, spec: DecodeCon
             for key, cfg in (order if (r + b) % 2 == 0 else order[::-1]):
                 t0 = time.perf_counter()
                 outs[key, b] = generate(target, prompt[b:b + 1], cfg)
+                if prompt.is_cuda:  # the kernels, not their launch
+                    torch.cuda.synchronize(prompt.device)
                 secs[key][r, b] = time.perf_counter() - t0
     for b in range(n):
         if not torch.equal(outs["base", b].tokens, outs["spec", b].tokens):
