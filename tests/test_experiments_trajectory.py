@@ -18,7 +18,7 @@ from dlmspec_min.plumbing.claims import evaluate, load_registry
 NOTEBOOK = REPO_ROOT / "notebooks" / "09_trajectory_speculation.md"
 PAGE_ONLY = {"t_checks_passed", "t_checks_total", "t_runtime_s", "t_cpu_s",
              "t_paper_gain", "t_goal_gain", "t_gain_vs_paper", "t_gain_vs_goal"}
-TIMING = re.compile(r"wall|overhead|row_cost|_s$")  # vary from run to run
+TIMING = re.compile(r"wall|overhead|row_cost|_s$|cpu_ratio|s_per_token")  # vary by run
 SIZES = dict(gen_length=12, block_length=4, threshold=0.9, spec_budget=3, spec_low=0.1,
              thresholds=[0.5, 0.9], n_sweep=2, n_repeats=1, n_bootstrap=30, seed=0)
 N_PROMPTS, PROMPT_LENGTH = 4, 4
