@@ -8,8 +8,9 @@ math world's ``dlmspec/math_free/base`` (its own layout: a 32-token question,
 - LLaDA's schedule (one token per forward), Fast-dLLM's threshold rule (0.9)
   and its factor rule (f = 1), each without a cache, with the prefix cache and
   with the dual cache;
-- trajectory speculation over the threshold rule (exact lookahead), with each
-  cache.
+- trajectory speculation over the threshold rule (exact lookahead, the
+  default draft and budget), with each cache, and its CPU setting (one drafted
+  state, 2 rows per call) over the dual cache.
 
 Per setting it reports tokens per second (generated tokens of the batch over
 the median wall time of ``--repeats`` decodes, after one warm-up), the wall
@@ -62,6 +63,11 @@ def settings():
         yield f"trajectory / {cache}", {"rule": "threshold", "threshold": 0.9,
                                         "cache": cache, "speculate": "trajectory",
                                         "lookahead": "exact"}
+    # the CPU setting (trajectory_speculation.cpu_setting): one drafted state,
+    # 2 rows per verify call, the default draft shape, over the dual cache
+    yield "trajectory 1-draft / dual", {"rule": "threshold", "threshold": 0.9,
+                                        "cache": "dual", "speculate": "trajectory",
+                                        "lookahead": "exact", "spec_budget": 1}
 
 
 def math_questions(n: int) -> list[str]:

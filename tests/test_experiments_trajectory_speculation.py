@@ -16,8 +16,9 @@ from dlmspec_min.paths import REPO_ROOT
 from dlmspec_min.plumbing.claims import evaluate, load_registry
 
 NOTEBOOK = REPO_ROOT / "notebooks" / "09_trajectory_speculation.md"
-PAGE_ONLY = {"t_checks_passed", "t_checks_total", "t_runtime_s", "t_cpu_s"}
-TIMING = re.compile(r"wall|overhead|row_cost|_s$")  # vary from run to run
+PAGE_ONLY = {"t_checks_passed", "t_checks_total", "t_runtime_s", "t_cpu_s",
+             "t_paper_gain", "t_goal_gain", "t_gain_vs_paper", "t_gain_vs_goal"}
+TIMING = re.compile(r"wall|overhead|row_cost|_s$|cpu_ratio|s_per_token")  # vary by run
 SIZES = dict(gen_length=12, block_length=4, threshold=0.9, spec_budget=3, spec_low=0.1,
              thresholds=[0.5, 0.9], n_sweep=2, n_repeats=1, n_bootstrap=30, seed=0)
 N_PROMPTS, PROMPT_LENGTH = 4, 4
@@ -211,3 +212,79 @@ def test_row_costs_grow_with_rows(tiny_pair, prompt):
     assert costs[16] > costs[1]  # sixteen rows never cost what one does on a CPU
     with pytest.raises(ValueError, match="repeats must be"):
         tr.row_costs(tiny_pair.target, prompt, 4, repeats=0)
+
+
+def test_forward_study_reads_the_callers_decodes():
+    """Given the base's and the exact run's decodes, the study does not decode
+    them again and returns the same figures; per-prompt forwards come back."""
+    from conftest import CachedToyDenoiser, make_prompt
+
+    from dlmspec_min.decoding.config import DecodeConfig
+    from dlmspec_min.decoding.decode import generate
+
+    den = CachedToyDenoiser(seed=5, sharpness=8.0)
+    prompt = make_prompt(6, 4, seed=1)
+    spec = DecodeConfig(gen_length=24, block_length=8, rule="threshold",
+                        threshold=0.9, cache="dual", speculate="trajectory",
+                        spec_budget=3, spec_draft="rank")
+    base = generate(den, prompt, dataclasses.replace(spec, speculate="none"))
+    run = generate(den, prompt, spec)
+    alone = tr.forward_study(den, prompt, spec, n_bootstrap=50, seed=0)
+    given = tr.forward_study(den, prompt, spec, n_bootstrap=50, seed=0, base=base,
+                             run=run)
+    assert given == alone
+    assert given["nfe"] == run.nfe.tolist()
+    assert given["base_nfe_rows"] == base.nfe.tolist()
+    assert given["gain"] == pytest.approx(sum(base.nfe.tolist()) / sum(given["nfe"]))
+    wrong = dataclasses.replace(run, tokens=run.tokens.flip(0))  # not the base's
+    with pytest.raises(RuntimeError, match="left its base policy"):
+        tr.forward_study(den, prompt, spec, n_bootstrap=50, seed=0, base=base,
+                         run=wrong)
+
+
+def test_wall_ratio_times_an_exact_setting_against_its_base(tiny_pair, prompt):
+    from dlmspec_min.decoding.config import DecodeConfig
+
+    base = DecodeConfig(gen_length=8, block_length=4, rule="threshold", cache="dual")
+    spec = tr.cpu_setting(dataclasses.replace(base, speculate="trajectory"))
+    assert spec.spec_budget == tr.CPU_BUDGET and spec.spec_verify == "tree"
+    out = tr.wall_ratio(tiny_pair.target, prompt, base, spec, repeats=2,
+                        n_bootstrap=50, seed=0)
+    assert 0 < out["ratio_lo"] <= out["ratio"] <= out["ratio_hi"]
+    assert out["ratio"] == pytest.approx(out["spec_s_per_token"]
+                                         / out["base_s_per_token"])
+    assert out["nfe_spec"] <= out["nfe_base"]
+    with pytest.raises(ValueError, match="repeats must be"):
+        tr.wall_ratio(tiny_pair.target, prompt, base, spec, repeats=0)
+    other = dataclasses.replace(spec, threshold=1e-6)  # all at once: not the base
+    with pytest.raises(RuntimeError, match="left its base policy"):
+        tr.wall_ratio(tiny_pair.target, prompt, base, other, repeats=1,
+                      n_bootstrap=10)
+
+
+def test_targets_are_read_from_the_registry():
+    checks = load_registry()["checks"]["trajectory"]
+    t = tr.targets(checks)
+    paper = checks["paper"]
+    assert t["paper_gain"] == paper["traj_tokens_per_step_after"] / paper[
+        "traj_tokens_per_step_before"]
+    assert 1.6 < t["paper_gain"] < 1.7 and t["goal_gain"] == 2.0
+    broken = {**checks, "worlds": {"math": {"targets": {
+        "tokens_per_nfe_2x_threshold": "t_gain_traj > 2"}}}}
+    with pytest.raises(ValueError, match="not 't_speedup_vs_threshold"):
+        tr.targets(broken)
+    assert tr.against(1.7, 1.65) == "at or above" and tr.against(1.6, 1.65) == "below"
+
+
+def test_answer_scorer_reads_the_math_worlds_answers():
+    from dlmspec_min.worlds import MATH
+
+    tok = MATH.tokenizer()
+    assert tr.answer_scorer("brown", tok, 2, 0) is None
+    score = tr.answer_scorer("questions", tok, 2, 0)
+    answers = MATH.answers(2, seed=0)
+    right = [tok.encode(f"#### {a}", add_special_tokens=False) for a in answers]
+    width = max(map(len, right))
+    gen = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in right])
+    assert score(gen).tolist() == [1.0, 1.0]
+    assert score(gen.flip(0)).tolist() == [float(answers[0] == answers[1])] * 2

@@ -179,11 +179,15 @@ def test_the_speed_table_reads_the_benchmark_s_last_run():
     path = ROOT / "benchmarks" / "results" / "decode_speed.json"
     meta, rows = bench.speed_report(path)
     assert meta["machine"] and meta["date"] and meta["repeats"] >= 1
-    assert len(rows) == 2 * 2 * (3 * 3 + 3)  # models x batches x settings
-    assert set(rows["rule"]) == {"schedule", "threshold", "factor", "trajectory"}
+    assert len(rows) == 2 * 2 * (3 * 3 + 3 + 1)  # models x batches x settings
+    assert set(rows["rule"]) == {"schedule", "threshold", "factor", "trajectory",
+                                 "trajectory 1-draft"}  # + the CPU setting
     for (model, batch), s in bench.speed_summary(rows).items():
         g = rows[(rows.model == model) & (rows.batch == batch)].set_index("setting")
         assert s["fastest"] in s["near_fastest"]
         assert s["fastest_tokens_per_s"] == g["tokens_per_s"].max()
         assert s["spec_slowdown"]["dual"] == pytest.approx(
             g.loc["trajectory / dual", "wall_s"] / g.loc["threshold / dual", "wall_s"])
+        assert s["cpu_setting_slowdown"] == pytest.approx(
+            g.loc["trajectory 1-draft / dual", "wall_s"]
+            / g.loc["threshold / dual", "wall_s"])

@@ -9,6 +9,7 @@ drift from its base is measured, never assumed away.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -22,6 +23,7 @@ from dlmspec_min.decoding.speculate import (
     chain_child,
     drift,
     freedave_config,
+    rank_children,
 )
 
 
@@ -37,7 +39,7 @@ def _one_token(base: DecodeConfig) -> DecodeConfig:
 # --- draft shapes: exact whatever is drafted ------------------------------------------
 
 
-@pytest.mark.parametrize("draft", ["chain", "mix"])
+@pytest.mark.parametrize("draft", ["chain", "mix", "rank"])
 @pytest.mark.parametrize("cache, lookahead", [("none", "none"), ("none", "exact"),
                                               ("dual", "exact"), ("prefix", "exact")])
 def test_chain_and_mix_drafts_are_exact(draft, cache, lookahead):
@@ -54,7 +56,7 @@ def test_chain_and_mix_drafts_are_exact(draft, cache, lookahead):
 def test_property_shapes_on_ties_and_near_threshold_confidences():
     g = torch.Generator().manual_seed(1)
     fewer = 0
-    for trial in range(18):
+    for trial in range(24):
         pick = lambda n: int(torch.randint(n, (1,), generator=g))  # noqa: E731
         cache = ("none", "dual")[pick(2)]
         den = (LevelsCachedToy if cache != "none" else LevelsToy)(seed=trial)
@@ -64,7 +66,8 @@ def test_property_shapes_on_ties_and_near_threshold_confidences():
         prompt = make_prompt(2, 1 + pick(5), seed=trial)
         ref = generate(den, prompt, base)
         cfg = dataclasses.replace(base, speculate="trajectory",
-                                  spec_draft=("tree", "chain", "mix")[trial % 3],
+                                  spec_draft=("tree", "chain", "mix", "rank")[
+                                      trial % 4],
                                   spec_budget=pick(12))
         out = generate(den, prompt, cfg)
         assert_same_trajectory(out, ref)
@@ -89,6 +92,42 @@ def test_chain_child_takes_the_most_confident_known_position():
     assert commits == ((2, 5),)  # ties: leftmost
     assert lp == pytest.approx(torch.tensor(0.8).log().item())
     assert chain_child([1], top, conf) == []
+
+
+def test_rank_children_order_tokens_and_prefixes():
+    top = [[3, 4], [-1, -1], [5, 6], [7, 8], [9, -1]]
+    conf = [[0.4, 0.3], [0.0, 0.0], [0.8, 0.1], [0.8, 0.2], [0.6, 0.0]]
+    kids = rank_children([0, 1, 2, 3, 4], top, conf, 0.1, 100)
+    commits = [c for _, c in kids]
+    lps = [lp for lp, _ in kids]
+    assert lps == sorted(lps, reverse=True)
+    assert commits[0] == ((2, 5),)  # the most confident, leftmost of ties, top-1
+    singles = [c[0] for c in commits if len(c) == 1]
+    # every known position with both its tokens (position 4 has one), none unseen
+    assert sorted(singles) == sorted([(0, 3), (0, 4), (2, 5), (2, 6), (3, 7), (3, 8),
+                                      (4, 9)])
+    prefixes = [c for c in commits if len(c) > 1]  # confidence order: 2, 3, 4, 0
+    assert prefixes == [((2, 5), (3, 7)), ((2, 5), (3, 7), (4, 9)),
+                        ((0, 3), (2, 5), (3, 7), (4, 9))]
+    # the second token of a position splits its rank's weight by probability
+    w = dict((c, lp) for lp, c in kids)
+    assert w[((3, 7),)] - w[((3, 8),)] == pytest.approx(math.log(0.8 / 0.2))
+    assert len(rank_children([0, 1, 2, 3, 4], top, conf, 0.1, 3)) == 3
+    assert rank_children([1], top, conf, 0.1, 5) == []
+
+
+def test_rank_draft_is_exact_and_saves_forwards_on_a_toy():
+    """Exact beside the chain on one toy, and fewer calls than the base."""
+    prompt = make_prompt(6, 4, seed=2)
+    den = CachedToyDenoiser(seed=4, sharpness=6.0)
+    base = _base(gen_length=24, block_length=8, threshold=0.95, cache="dual")
+    ref = generate(den, prompt, base)
+    out = {d: generate(den, prompt, dataclasses.replace(
+        base, speculate="trajectory", spec_draft=d, spec_budget=6))
+        for d in ("rank", "chain")}
+    for o in out.values():
+        assert_same_trajectory(o, ref)
+    assert out["rank"].nfe.sum() < ref.nfe.sum()
 
 
 # --- FreeDave ----------------------------------------------------------------------

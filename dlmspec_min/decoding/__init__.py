@@ -23,7 +23,7 @@ The public API is ``__all__``::
 Trajectory speculation is an option of the same loop
 (``DecodeConfig(speculate="trajectory", rule="threshold")``); its trace is a
 ``SpecTrace`` in ``DecodeResult.spec``. Its draft shape (``spec_draft``: tree,
-chain, mix) and acceptance (``spec_accept``: exact, subset) are options too;
+chain, mix, rank) and acceptance (``spec_accept``: exact, subset) are options too;
 FreeDave's two modes (arXiv 2510.00294) are ``speculate.freedave_config``.
 Every other name of the modules stays importable from its module
 (``dlmspec_min.decoding.steps.transfer_index``) but is internal: it may

@@ -20,7 +20,7 @@ SOFTMAX_DTYPES = ("float64", "logits")
 SPECULATES = ("none", "trajectory")
 LOOKAHEADS = ("none", "exact", "stale")
 SPEC_VERIFIES = ("tree", "path")
-SPEC_DRAFTS = ("tree", "chain", "mix")
+SPEC_DRAFTS = ("tree", "chain", "mix", "rank")
 SPEC_ACCEPTS = ("exact", "subset")
 
 DEFAULT_GEN_LENGTH = 64
@@ -105,14 +105,18 @@ class DecodeConfig:
         ``"tree"`` computes every row of a verify call (the method);
         ``"path"`` only the rows the walk reads: the same tokens and counts in
         less CPU time, for measuring forwards, not wall clock.
-    spec_draft : {"tree", "chain", "mix"}, default "mix"
+    spec_draft : {"tree", "chain", "mix", "rank"}, default "rank"
         The shape of the drafted states: ``"tree"`` (best-first over the
         likely commit sets, the trajectory method), ``"chain"`` (one path,
         each state one more token, positions in confidence order: FreeDave's
-        draft) or ``"mix"`` (a chain of ``spec_budget // 2`` nodes, then the
-        tree with the rest). Every shape is exact under ``spec_accept="exact"``.
-        The default is the shape chosen by the rule written in
-        ``book/claims.yml`` (trajectory, 2026-12-07) before the shapes ran.
+        draft), ``"mix"`` (a chain of ``spec_budget // 2`` nodes, then the
+        tree with the rest) or ``"rank"`` (best-first over single commits in
+        confidence order, their second tokens and the order's prefixes:
+        ``speculate.rank_children``). Every shape is exact under
+        ``spec_accept="exact"``.
+        The default is the shape chosen by the rules written in
+        ``book/claims.yml`` (trajectory, 2026-12-07) before the shapes ran
+        (first mix over the tree, then rank over mix).
     spec_accept : {"exact", "subset"}, default "exact"
         ``"exact"``: move to a drafted state only if it is the base's next
         state (the output is the base's). ``"subset"``: also move to a drafted
@@ -175,7 +179,7 @@ class DecodeConfig:
     spec_low: float = DEFAULT_SPEC_LOW
     lookahead: str = "exact"
     spec_verify: str = "tree"
-    spec_draft: str = "mix"
+    spec_draft: str = "rank"
     spec_accept: str = "exact"
 
     def __post_init__(self):

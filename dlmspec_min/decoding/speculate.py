@@ -42,7 +42,9 @@ timing the method.
 
 Draft shapes (``spec_draft``): "tree" (above), "chain" (one path: each state
 adds the next most confident position of the draft table with its top-1
-token, ``chain_child``) and "mix" (a chain of half the budget, then the tree).
+token, ``chain_child``), "mix" (a chain of half the budget, then the tree)
+and "rank" (the tree grown with ``rank_children``: single commits in the
+table's confidence order, and its prefixes).
 Which states are drafted never changes an exact walk's tokens, only how far
 it gets per call.
 
@@ -225,6 +227,47 @@ def chain_child(
     return [(math.log(max(conf[j][0], CONF_CLAMP)), ((j, top[j][0]),))]
 
 
+RANK_DECAY = 0.5  # rank_children: prior weight of the k-th position, decay per rank
+RANK_PREFIX = 0.2  # rank_children: weight of a multi-position prefix
+
+
+def rank_children(
+    cols: list[int], top: list[list[int]], conf: list[list[float]], spec_low: float,
+    k: int,
+) -> list[tuple[float, tuple]]:
+    """Up to k hypotheses for F's next commit at a state, best first ("rank").
+
+    The threshold base mostly commits one token per step, its most confident
+    position under logits the draft has not seen: often the table's first
+    position, less often its second or third, sometimes with its second token.
+    So the children are single commits in the table's confidence order (the
+    r-th position, r = 0, 1, ..., with prior weight ``(1 - RANK_DECAY) *
+    RANK_DECAY**r``, split between its top-2 tokens in proportion to their
+    probabilities) and the prefixes of that order of m >= 2 positions with
+    their top-1 tokens (weight ``RANK_PREFIX`` times the product of their
+    confidences), the base's multi-token steps. The constants were set on a
+    study set (``book/claims.yml``, trajectory, 2026-12-07); ``spec_low`` is
+    not used (every position is a candidate, by rank). Returns (log weight,
+    ((position, token), ...)) like ``draft_children``.
+    """
+    order = sorted((j for j in cols if top[j][0] >= 0), key=lambda j: (-conf[j][0], j))
+    out = []
+    for r, j in enumerate(order):
+        prior = (1 - RANK_DECAY) * RANK_DECAY ** r
+        both = conf[j][0] + max(conf[j][1], 0.0)
+        for t in (0, 1):
+            if top[j][t] >= 0:
+                share = max(conf[j][t], CONF_CLAMP) / max(both, CONF_CLAMP)
+                out.append((math.log(prior * share), ((j, top[j][t]),)))
+    lp = math.log(RANK_PREFIX) + math.log(max(conf[order[0]][0], CONF_CLAMP)) \
+        if order else 0.0
+    for m in range(2, len(order) + 1):
+        lp += math.log(max(conf[order[m - 1]][0], CONF_CLAMP))
+        out.append((lp, tuple(sorted((j, top[j][0]) for j in order[:m]))))
+    out.sort(key=lambda c: -c[0])  # stable: singles before an equal prefix
+    return out[:k]
+
+
 # --- one row: tree, verify, walk -----------------------------------------------------
 
 
@@ -261,6 +304,8 @@ class _Row:
         self.bl = self.config.block_length
         self.nb = self.config.num_blocks
         self.L = self.P + self.config.gen_length
+        if self.config.spec_draft == "rank" and self.drafter is draft_children:
+            self.drafter = rank_children
 
     def block_of(self, gen: torch.Tensor) -> int:
         """The block F decodes at this state: the first with a mask (nb if none)."""
@@ -324,7 +369,8 @@ class _Row:
                 t.append(key, left if left else open_cols[block], kind, block, lp)
                 return len(t.kinds) - 1
 
-            n_chain = {"tree": 0, "chain": budget, "mix": budget // 2}[cfg.spec_draft]
+            n_chain = {"tree": 0, "rank": 0, "chain": budget,
+                       "mix": budget // 2}[cfg.spec_draft]
             cur = 0
             while cur is not None and len(t.kinds) <= n_chain:
                 if t.kinds[cur] == "refresh" and cfg.lookahead != "stale":

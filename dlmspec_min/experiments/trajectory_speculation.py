@@ -14,6 +14,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import math
+import re
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -106,12 +108,14 @@ def decode_all(target, prompt, configs: dict):
 
 
 def decoder_table(runs, timing, scores, configs, gen_length: int, *, n_bootstrap: int,
-                  seed: int) -> pd.DataFrame:
+                  seed: int, correct_of=None) -> pd.DataFrame:
     """One row per decoder: NFE, tokens per NFE (bootstrap over prompts), the
     gain in forwards over the dual-cache threshold base (paired bootstrap) and
     the share of outputs token-equal to that base's, verified rows per call,
     token-forwards, seconds, drift from its own base policy, judge agreement
-    (token-weighted, bootstrap over prompts) and perplexity."""
+    (token-weighted, bootstrap over prompts) and perplexity, and the answer
+    accuracy (``correct_of``: generated (B, G) -> (B,) 0/1, a world with
+    answers; else nan)."""
     rows, ref = [], runs[DUAL]
     for name, (_, base) in configs.items():
         r, sc = runs[name], scores[name]
@@ -129,12 +133,28 @@ def decoder_table(runs, timing, scores, configs, gen_length: int, *, n_bootstrap
                    equal_to_dual=drift(r.generated, ref.generated)["exact"].mean(),
                    rows_per_call=_rows_per_call(r),
                    judge_agreement=agree[0],
-                   judge_ppl=judges.summarize(sc)["perplexity"])
+                   judge_ppl=judges.summarize(sc)["perplexity"],
+                   accuracy=(np.nan if correct_of is None else
+                             float(np.mean(correct_of(r.generated)))))
         if base is not None:
             d = drift(r.generated, runs[base].generated)
             row.update(exact_match=d["exact"].mean(), hamming=d["hamming"].mean())
         rows.append(row)
     return pd.DataFrame(rows).set_index("decoder")
+
+
+ACC_SHOWN = {DUAL: "the threshold base", TRAJ: "our exact method",
+             FD_ONE: "FreeDave one-token", FD_THR: "FreeDave threshold"}
+
+
+def accuracy_words(table: pd.DataFrame) -> str:
+    """The answer accuracy of the base, ours and the peers, in words ("not
+    measured" where the prompts have no answers)."""
+    acc = table["accuracy"].reindex(list(ACC_SHOWN))
+    if acc.isna().all():
+        return "not measured (these prompts have no answers)"
+    return ", ".join(f"{words} {acc[name]:.0%}" if np.isfinite(acc[name])
+                     else f"{words} not measured" for name, words in ACC_SHOWN.items())
 
 
 def _rows_per_call(result) -> float:
@@ -161,7 +181,8 @@ def decoder_values(table: pd.DataFrame, runs, block_length: int) -> dict:
                     f"t_gain_{key}_hi": t.gain_hi, f"t_equal_{key}": t.equal_to_dual,
                     f"t_rows_{key}": t.rows_per_call,
                     f"t_own_exact_{key}": t.exact_match,
-                    f"t_agree_{key}": t.judge_agreement, f"t_ppl_{key}": t.judge_ppl})
+                    f"t_agree_{key}": t.judge_agreement, f"t_ppl_{key}": t.judge_ppl,
+                    f"t_acc_{key}": t.accuracy})
     exact = drift(runs[TRAJ].generated, runs[DUAL].generated)
     stale = (drift(runs[STALE].generated, runs[DUAL].generated) if STALE in runs
              else {"exact": np.array([np.nan]), "hamming": np.array([np.nan])})
@@ -171,6 +192,7 @@ def decoder_values(table: pd.DataFrame, runs, block_length: int) -> dict:
                t_exact_match_dual=drift(runs[DUAL].generated,
                                         runs[THRESHOLD].generated)["exact"].mean(),
                t_block_length=block_length)
+    out["t_acc_words"] = accuracy_words(table)
     best = table.loc[EXACT_ACCELERATORS, "tokens_per_nfe"].idxmax()
     out.update(t_best_tokens_per_nfe=table.loc[best, "tokens_per_nfe"],
                t_best_accelerator=best)
@@ -259,7 +281,8 @@ def gain(base_nfe: torch.Tensor, nfe: torch.Tensor, n_bootstrap: int,
 
 
 def forward_study(target, prompt: torch.Tensor, spec: DecodeConfig, *,
-                  n_bootstrap: int = 2000, seed: int = 0) -> dict:
+                  n_bootstrap: int = 2000, seed: int = 0, base=None,
+                  run=None) -> dict:
     """Where the forwards go, before any draft is changed (issue 57, item 3).
 
     ``spec``: an exact speculative config (``speculate="trajectory"``); its
@@ -268,13 +291,19 @@ def forward_study(target, prompt: torch.Tensor, spec: DecodeConfig, *,
     that commit one token (``one_token_share``), the share of verify calls with
     a drafted tree whose tree held F's next state (``draft_hit``), the tree's
     gain in forwards over F (``gain``) and an oracle draft's of the same size
-    (``oracle_gain``), and the mean base-policy steps per call of each.
+    (``oracle_gain``), and the mean base-policy steps per call of each;
+    ``nfe``, ``base_nfe_rows``: per prompt, the exact run's and the base's
+    forwards (lists, for paired comparisons). ``base``, ``run``: the base's
+    and ``spec``'s decodes of ``prompt`` where the caller has them (the page's
+    own runs: not decoded again); else decoded here.
     """
     if spec.speculate != "trajectory" or spec.spec_accept != "exact":
         raise ValueError("forward_study needs an exact speculative config: "
                          "speculate='trajectory', spec_accept='exact'")
-    base = generate(target, prompt, dataclasses.replace(spec, speculate="none"))
-    run = generate(target, prompt, spec)
+    if base is None:
+        base = generate(target, prompt, dataclasses.replace(spec, speculate="none"))
+    if run is None:
+        run = generate(target, prompt, spec)
     oracle = decode_oracle(target, prompt, spec, base)
     if not (torch.equal(run.tokens, base.tokens)
             and torch.equal(oracle.tokens, base.tokens)):
@@ -298,8 +327,96 @@ def forward_study(target, prompt: torch.Tensor, spec: DecodeConfig, *,
         est = gain(base.nfe, res.nfe, n_bootstrap, seed)
         out.update({key: est[0], f"{key}_lo": est[1], f"{key}_hi": est[2]})
     out.update(steps_per_call=run.spec.mean_steps_per_verify,
-               oracle_steps_per_call=oracle.spec.mean_steps_per_verify)
+               oracle_steps_per_call=oracle.spec.mean_steps_per_verify,
+               nfe=run.nfe.tolist(), base_nfe_rows=base.nfe.tolist())
     return out
+
+
+CPU_BUDGET = 1  # the CPU setting: one drafted state, 2 rows per verify call
+
+
+def cpu_setting(spec: DecodeConfig) -> DecodeConfig:
+    """The exact method's smallest draft (``CPU_BUDGET`` drafted states per
+    call, the default shape), every row computed as the method computes it."""
+    return dataclasses.replace(spec, spec_budget=CPU_BUDGET, spec_verify="tree")
+
+
+def wall_ratio(target, prompt: torch.Tensor, base: DecodeConfig, spec: DecodeConfig,
+               *, repeats: int = 3, n_bootstrap: int = 2000, seed: int = 0) -> dict:
+    """Wall time per generated token of ``spec`` over ``base`` at batch 1.
+
+    Both decode every prompt alone, in one process, interleaved: after one
+    untimed warm-up of each, ``repeats`` rounds, each timing base then spec on
+    every prompt (the order swapped every other round). Per prompt, the median
+    over rounds of each; ``spec`` must give ``base``'s tokens (exact), so the
+    ratio of times is the ratio per generated token. Returns the ratio of
+    summed seconds (``ratio``) with a 95 % bootstrap interval over prompts
+    (``ratio_lo``, ``ratio_hi``), the forwards of each (``nfe_base``,
+    ``nfe_spec``, per prompt) and the seconds per token of each.
+    """
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+    generate(target, prompt[:1], base)
+    generate(target, prompt[:1], spec)  # warm-up, untimed
+    n = prompt.shape[0]
+    secs = {"base": np.zeros((repeats, n)), "spec": np.zeros((repeats, n))}
+    outs = {}
+    for r in range(repeats):
+        order = [("base", base), ("spec", spec)]
+        for b in range(n):
+            for key, cfg in (order if (r + b) % 2 == 0 else order[::-1]):
+                t0 = time.perf_counter()
+                outs[key, b] = generate(target, prompt[b:b + 1], cfg)
+                if prompt.is_cuda:  # the kernels, not their launch
+                    torch.cuda.synchronize(prompt.device)
+                secs[key][r, b] = time.perf_counter() - t0
+    for b in range(n):
+        if not torch.equal(outs["base", b].tokens, outs["spec", b].tokens):
+            raise RuntimeError("the CPU setting left its base policy on prompt "
+                               f"{b}: it is not exact here")
+    base_s, spec_s = np.median(secs["base"], 0), np.median(secs["spec"], 0)  # (n,)
+    est, lo, hi = stats.ratio_bootstrap(spec_s, base_s, n_bootstrap, seed)
+    tokens = n * base.gen_length
+    return {"ratio": est, "ratio_lo": lo, "ratio_hi": hi,
+            "base_s_per_token": float(base_s.sum()) / tokens,
+            "spec_s_per_token": float(spec_s.sum()) / tokens,
+            "nfe_base": float(np.mean([int(outs["base", b].nfe[0]) for b in range(n)])),
+            "nfe_spec": float(np.mean([int(outs["spec", b].nfe[0]) for b in range(n)])),
+            "repeats": repeats}
+
+
+def targets(checks: dict) -> dict:
+    """The figures the page sets our exact gain beside, read from ``claims.yml``'s
+    trajectory checks: the related paper's gain (4.3 / 2.6 tokens per step) and
+    the math world's goal (the number its target's rule compares with)."""
+    paper = checks["paper"]
+    rule = checks["worlds"]["math"]["targets"]["tokens_per_nfe_2x_threshold"]
+    found = re.fullmatch(r"\s*t_speedup_vs_threshold\s*>=\s*([0-9.]+)\s*", rule)
+    if found is None:
+        raise ValueError(f"the math world's gain target reads {rule!r}, not "
+                         "'t_speedup_vs_threshold >= NUMBER'")
+    return {"paper_gain": paper["traj_tokens_per_step_after"]
+            / paper["traj_tokens_per_step_before"],
+            "goal_gain": float(found.group(1))}
+
+
+def answer_scorer(prompt_source: str, tokenizer, n: int, seed: int):
+    """generated (n, G) -> (n,) 0/1 answer correctness where the prompts are the
+    math world's questions (``prompt_source="questions"``, drawn with ``seed``,
+    as ``plumbing.prompts.make_prompts`` draws them); None elsewhere (the
+    judge's figures are the quality there)."""
+    from ..plumbing.prompts import QUESTIONS, parse_source
+    from ..worlds import MATH
+
+    if parse_source(prompt_source) != QUESTIONS:
+        return None
+    answers = MATH.answers(n, seed=seed)
+    return lambda generated: MATH.answer_correct(tokenizer, generated, answers)
+
+
+def against(value: float, target: float) -> str:
+    """'at or above' or 'below' (a point estimate against a target)."""
+    return "at or above" if value >= target else "below"
 
 
 ROW_COUNTS = (1, 2, 4, 16)  # verify-call sizes whose CPU cost the page shows
@@ -378,11 +495,12 @@ class Config(parameters.Claim):
 
 
 def measure(
-    models: Models, config: Config, *, prompt: torch.Tensor, judge
+    models: Models, config: Config, *, prompt: torch.Tensor, judge, correct_of=None
 ) -> Measurement:
     """The whole measurement of notebook 09 on ``prompt`` (n, P) with ``judge``
     (a loaded ``measures.judge.Judge``; the page loads ``config.judge``, which
-    this function does not read), at the page's ``config``.
+    this function does not read), at the page's ``config``; ``correct_of``: a
+    world with answers, generated (B, G) -> (B,) 0/1 (``decoder_table``).
 
     ``values``: every glued value but the checks and the page's run time, in the
     page's order. ``tables``: decoders (one row per decoder), speedups (over
@@ -403,15 +521,23 @@ def measure(
         for name, res in runs.items()
     }
     table = decoder_table(runs, timing, scores, configs, config.gen_length,
-                          n_bootstrap=config.n_bootstrap, seed=config.seed)
+                          n_bootstrap=config.n_bootstrap, seed=config.seed,
+                          correct_of=correct_of)
     values.update(decoder_values(table, runs, config.block_length))
     values.update(speedups(runs, n_bootstrap=config.n_bootstrap, seed=config.seed))
     study = forward_study(target, prompt,
                           dataclasses.replace(configs[TRAJ][0], spec_verify="path"),
-                          n_bootstrap=config.n_bootstrap, seed=config.seed)
-    values.update({f"t_study_{k}": v for k, v in study.items()})
+                          n_bootstrap=config.n_bootstrap, seed=config.seed,
+                          base=runs[DUAL], run=runs[TRAJ])
+    values.update({f"t_study_{k}": v for k, v in study.items()
+                   if not isinstance(v, list)})
     values.update({f"t_row_cost_{n}": c for n, c in row_costs(
         target, prompt, config.block_length).items()})
+    cpu = wall_ratio(target, prompt, configs[DUAL][0], cpu_setting(configs[TRAJ][0]),
+                     repeats=config.n_repeats, n_bootstrap=config.n_bootstrap,
+                     seed=config.seed)
+    values.update({f"t_cpu_{k}": v for k, v in cpu.items()},
+                  t_cpu_budget=CPU_BUDGET, t_cpu_gain=cpu["nfe_base"] / cpu["nfe_spec"])
     steps, sizes = acceptance(runs)
     values.update(
         t_threshold=config.threshold,

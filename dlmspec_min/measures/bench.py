@@ -150,7 +150,8 @@ def speed_summary(rows, near: float = 0.1) -> dict:
     """Per model and batch: the fastest setting, those within ``near`` of its
     tokens per second (timing noise cannot order them), and how many times slower
     trajectory speculation is than its base policy (threshold, same cache), in
-    wall time, with the forwards it saves."""
+    wall time, with the forwards it saves, and its CPU setting (one drafted
+    state, dual cache; nan in a run without it) over the dual-cache threshold."""
     out = {}
     for (model, batch), g in rows.groupby(["model", "batch"], sort=False):
         g = g.set_index("setting")
@@ -160,12 +161,16 @@ def speed_summary(rows, near: float = 0.1) -> dict:
         saved = {c: g.loc[f"threshold / {c}", "nfe_per_row"]
                  / g.loc[f"trajectory / {c}", "nfe_per_row"]
                  for c in ("none", "prefix", "dual")}
+        one = "trajectory 1-draft / dual"  # the CPU setting, where the run has it
+        cpu = (g.loc[one, "wall_s"] / g.loc["threshold / dual", "wall_s"]
+               if one in g.index else float("nan"))
         best = g["tokens_per_s"].max()
         out[(model, batch)] = {
             "fastest": g["tokens_per_s"].idxmax(),
             "near_fastest": list(g.index[g["tokens_per_s"] >= (1 - near) * best]),
             "fastest_tokens_per_s": float(best),
             "spec_slowdown": slow, "spec_fewer_forwards": saved,
+            "cpu_setting_slowdown": cpu,
         }
     return out
 
