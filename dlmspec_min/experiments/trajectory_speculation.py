@@ -403,9 +403,9 @@ def targets(checks: dict) -> dict:
 def answer_scorer(prompt_source: str, tokenizer, n: int, seed: int):
     """generated (n, G) -> (n,) 0/1 answer correctness where the prompts are the
     math world's questions (``prompt_source="questions"``, drawn with ``seed``,
-    as ``plumbing.prompts.make_prompts`` draws them); None elsewhere (the
+    as ``plumbing.prompt_sources.make_prompts`` draws them); None elsewhere (the
     judge's figures are the quality there)."""
-    from ..plumbing.prompts import QUESTIONS, parse_source
+    from ..plumbing.prompt_sources import QUESTIONS, parse_source
     from ..worlds import MATH
 
     if parse_source(prompt_source) != QUESTIONS:
