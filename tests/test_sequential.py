@@ -54,8 +54,17 @@ def _same(a, b):
 
 def test_a_grown_decode_equals_a_fresh_one_and_decodes_each_row_once(tiny_math_pair):
     den, tok = tiny_math_pair.target, tiny_math_pair.tokenizer
-    cfg = accelerators.accelerators(G, 4, 0.9, 1.0, supports_cache=den.supports_cache)
-    cfg = next(iter(cfg.values()))
+    accs = accelerators.accelerators(G, 4, 0.9, 1.0, supports_cache=den.supports_cache)
+    spec = [c for c in accs.values() if c.speculate == "trajectory"]
+    assert spec  # trajectory speculation's trace is joined row by row too
+    traj = generate(den, MATH.prompts(tok, 5), spec[0], row_generators(0, 5))
+    with reuse.session() as s:
+        reuse.generate(den, MATH.prompts(tok, 2), spec[0], row_generators(0, 2))
+        grown = reuse.generate(den, MATH.prompts(tok, 5), spec[0], row_generators(0, 5))
+    assert s.rows_decoded == 5 and torch.equal(grown.tokens, traj.tokens)
+    assert grown.spec.steps_per_verify == traj.spec.steps_per_verify
+    assert torch.equal(grown.spec.trajectory_step, traj.spec.trajectory_step)
+    cfg = next(iter(accs.values()))
     fresh = generate(den, MATH.prompts(tok, 5), cfg, row_generators(0, 5))
     with reuse.session() as s:
         reuse.generate(den, MATH.prompts(tok, 3), cfg, row_generators(0, 3))

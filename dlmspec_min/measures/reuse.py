@@ -133,6 +133,8 @@ def _join_field(a, b, name: str):
         return torch.cat([a, b])
     if dataclasses.is_dataclass(a):
         return join(a, b)
+    if isinstance(a, list) and isinstance(b, list):  # per row (a speculation trace)
+        return a + b
     if name == "n_forwards":  # calls actually made, in both batches
         return a + b
     if a != b:
@@ -180,8 +182,6 @@ def prefix(key: tuple, rows: list[tuple], decode: Callable[[int], Any]):
     if best is not None:
         s.rows_reused += best_n
         new, seconds = join(best[0], new), best[1] + seconds
-    if getattr(new, "spec", None) is not None:  # a speculation trace: no reuse
-        return new, seconds
     s.decodes.setdefault(key, []).append((list(rows), new, seconds))
     return new, seconds
 
