@@ -246,3 +246,15 @@ def test_allocate_pays_the_cheapest_claims_first_and_stops_growth_past_the_budge
     assert power.allocate(first, needed, secs, 80, 680) == {"A": 33, "B": 40, "C": 680}
     # nothing left past the first: no growth
     assert power.allocate(first, needed, secs, 45, 680)["A"] == 10
+
+
+def test_the_size_a_verdict_rests_on_is_shown_beside_it():
+    reg = claims.load_registry()
+    row = {"id": "C5", "verdict": "inconclusive",
+           "values": {**_c5_values(0.0, 0.3), "c5_seq_n": 26, "c5_seq_looks": 1}}
+    cell = claims.world_cells(row, reg)["prose"]
+    assert (cell["size"], cell["looks"]) == (26, 1)
+    assert claims.size_words(cell) == "on 26 questions"
+    assert claims.size_words({"size": 125, "looks": 2}) == (
+        "on 125 questions (sequential rule, look 2)")
+    assert claims.size_words({"size": None, "looks": None}) == ""
