@@ -37,10 +37,23 @@ def shown_glue_names(path: Path, prefix: str = "", figures: bool = False) -> set
     return names
 
 
+_LOOKS = re.compile(r'sequential\.run\(\s*(?:#[^\n]*\n\s*)?"(C\d)"')
+
+
 def names_recorded_on_page(path: Path, prefix: str = "") -> set[str]:
     """The names the page's own code records, ``record("name", ...)`` or
-    ``glue("name", ...)``, only those starting with ``prefix``."""
-    return _names(_RECORDED, Path(path).read_text(), prefix)
+    ``glue("name", ...)``, and, where it records ``looks.values()``, the names of
+    the sequential run's ``Looks`` (``<c>_seq_*``); only those starting with
+    ``prefix``."""
+    text = Path(path).read_text()
+    names = _names(_RECORDED, text, prefix)
+    if "record_all(looks.values())" in text:
+        from dlmspec_min.plumbing.sequential import Looks
+
+        for cid in _LOOKS.findall(text):
+            names |= {k for k in Looks(cid, 1, 0.95, "", 1, None).values()
+                      if k.startswith(prefix)}
+    return names
 
 
 def expression_names(expressions: Iterable[str]) -> set[str]:

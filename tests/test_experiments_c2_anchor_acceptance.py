@@ -40,8 +40,9 @@ def test_the_result_holds_every_value_the_page_records(result):
     prose = shown_glue_names(NOTEBOOK, prefix="c2_")
     by_page = names_recorded_on_page(NOTEBOOK, prefix="c2_")
     by_page = {k for k in by_page if not k.startswith("c2_fig_")}  # figures aside
+    looks = {f"c2_seq_{k}" for k in ("n", "level", "looks", "cap", "stopped", "note")}
     assert by_page == {"c2_verdict", "c2_verdict_piece", "c2_runtime_seconds",
-                       "c2_robust_agree", "c2_robust_verdicts"}
+                       "c2_robust_agree", "c2_robust_verdicts"} | looks  # + the run's
     assert not by_page & set(result.values)
     claim = load_registry()["claims"]["C2"]
     needed = prose | rule_names(claim, prefix="c2_") | set(claim["keys"])

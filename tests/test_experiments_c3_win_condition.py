@@ -25,7 +25,10 @@ from dlmspec_min.worlds import prose
 NOTEBOOK = REPO_ROOT / "notebooks" / "03_win_condition.md"
 # what the page records itself: the verdicts, its run time and the figures
 PAGE_SIDE = {"c3_verdict", "c3_verdict_piece", "c3_runtime_seconds",
-             "c3_fig_win_region", "c3_fig_e2e", "c3_quality_bound", "c3_e2e_quality"}
+             "c3_fig_win_region", "c3_fig_e2e", "c3_quality_bound", "c3_e2e_quality",
+             # where the sequential run stopped (plumbing/sequential.py, Looks)
+             *(f"c3_seq_{k}" for k in ("n", "level", "looks", "cap", "stopped",
+                                       "note"))}
 WALL = {"c3_wall_acc", "c3_wall_ssld", "c3_wall_ratio"}  # timings: never identical
 SIZES = dict(gen_length=12, block_length=4, threshold=1e-4, temperature=1.0, K=8,
              levels=1, n_train=16, n_repeats=2, n_timed=2, n_bootstrap=50, seed=0,

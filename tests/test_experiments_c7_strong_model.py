@@ -19,7 +19,9 @@ from dlmspec_min.worlds import PROSE
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "07_strong_model.md"
 # the page records these itself: verdicts from the rule, its own runtime, its figures
-PAGE_OWN = {"c7_verdict", "c7_verdict_piece", "c7_runtime_seconds"}
+PAGE_OWN = {"c7_verdict", "c7_verdict_piece", "c7_runtime_seconds",
+            # where the sequential run stopped (plumbing/sequential.py, Looks)
+            *(f"c7_seq_{k}" for k in ("n", "level", "looks", "cap", "stopped", "note"))}
 TINY = dict(n_windows=4, n_positions=3, batch_size=8, n_samples=3, n_tau=2,
             gen_length=8, block_length=4, threshold=0.9, temperature=1.0, K=8,
             levels=1, n_train=16, n_bootstrap=50, seed=0, n_codebooks=2)

@@ -197,8 +197,18 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
               "r_competent_copy", "r_competent_answers", "r_stop_note",
               "r_grid_n_bootstrap", "r_paper_margin", "r_runtime_cpu_s"}
     glued = {g for g in glued if not g.startswith("r_cross_")}  # the page records these
-    glued = {g for g in glued if not g.startswith("r_grid_order_")}  # order missing
-    assert glued and glued <= set(v), glued - set(v)
+    # the grid's sentences, which the page records from the values: every one the
+    # prose glues is defined although the order world's grid did not run
+    said_grid = crossing_grid.prose_values(v, spec()["grid"])
+    assert glued and glued <= set(v) | set(said_grid), glued - set(v) - set(said_grid)
+    assert said_grid["r_grid_order_said"] == crossing_grid.NOT_RUN
+    for w in ("narrow", "free"):
+        assert said_grid[f"r_grid_{w}_said"].startswith("with word anchors the margin ")
+        assert "End-point line: word " in said_grid[f"r_grid_{w}_said"]
+        assert "nan" not in said_grid[f"r_grid_{w}_said"]
+    assert said_grid["r_grid_k_said"].endswith("(narrow, piece anchors)")
+    assert said_grid["r_grid_fit_test_level"] == spec()["grid"]["fit_test_level"]
+    assert said_grid["r_grid_ceiling_tol"] == spec()["grid"]["ceiling_tolerance_bits"]
     fig = regime_figures.draw(m, paper_gain=1.5)
     assert len(fig.axes) == len(regime_figures.AXES) * len(regime_figures.FIGURES)
     assert all(len(ax.collections) + len(ax.lines) >= 1 for ax in fig.axes)
@@ -234,6 +244,13 @@ def test_measure_on_tiny_models_measures_every_glued_name_and_reports_a_missing_
         assert (g.margin <= g.margin_hi + 1e-12).all()
         assert np.allclose(g.margin, g.alpha_star - g.alpha)
         assert (g.alpha_lo <= g.alpha).all() and (g.alpha <= g.alpha_hi).all()
+        # the bits per ID with a bootstrap interval (a plug-in entropy's draws
+        # may lie below it: the interval need not hold the point)
+        assert (g.bits_lo <= g.bits_hi).all() and (g.bits_lo >= 0).all()
+        cells = crossing_grid.shown_grid(g)["bits per ID"]
+        num = r"\d+(\.\d+)?"  # a point, its interval beside it unless it is one
+        assert all(re.fullmatch(rf"{num}( \[{num}, {num}\])?", c) for c in cells), cells
+        assert any("[" in c for c in cells) or (g.bits_lo == g.bits_hi).all()
         pre = f"r_grid_{world}_{unit}"
         assert v[f"{pre}_line_df"] == 4  # p NaN where the bits do not move
         assert 0 <= v[f"{pre}_line_p"] <= 1 or g.bits.iloc[0] == g.bits.iloc[-1]
@@ -413,3 +430,45 @@ def test_a_fine_setting_pools_n_codebooks_fine_and_a_kmeans_one_n_codebooks(
     assert "4 codebooks" in said[0] and "2 codebooks" in said[1]
     with pytest.raises(ValueError, match="n_codebooks_fine must be an integer >= 1"):
         ra.measure(settings, verdict, ra.Config(**SMALL, n_codebooks_fine=0))
+
+
+def test_no_grid_run_leaves_every_sentence_the_page_glues_defined():
+    grid = spec()["grid"]
+    g = crossing_grid.measure_grid({}, grid, 1, 1, 10, 0)  # no world's decode
+    assert g.values["grid_reading"] == "No world of the grid is measured in this build."
+    assert {f"grid_seconds_{k}" for k in ("features", "token_head_fits", "points",
+                                           "total")} <= set(g.values)
+    said = crossing_grid.prose_values({f"r_{k}": x for k, x in g.values.items()}, grid)
+    assert {said[f"r_grid_{w}_said"] for w in grid["worlds"]} == {crossing_grid.NOT_RUN}
+    assert said["r_grid_k_said"] == said["r_grid_k32_said"] == (
+        "no world's grid is measured in this build")
+
+
+def test_the_fit_test_s_level_and_the_ceiling_come_from_the_registry():
+    v = {}
+    for w in ("narrow", "free"):
+        for u, p in (("word", 0.03), ("piece", 0.2)):
+            v |= {f"grid_{w}_{u}_cross": math.nan, f"grid_{w}_{u}_cross_said":
+                  "not crossed up to 3 bits", f"grid_{w}_{u}_line_p": p,
+                  f"grid_{w}_{u}_k_as_fine": 128}
+    strict = crossing_grid.grid_reading(v, ["narrow", "free"], ["word", "piece"],
+                                        0.01, 0.05)
+    loose = crossing_grid.grid_reading(v, ["narrow", "free"], ["word", "piece"],
+                                       0.05, 0.1)
+    assert "(p < 0.01) in 0 of 4" in strict and "within 0.05 bits" in strict
+    assert "(p < 0.05) in 2 of 4" in loose and "within 0.1 bits" in loose
+
+
+def test_bits_per_id_carry_a_bootstrap_interval_over_questions():
+    from dlmspec_min.ssld.semantic import SemanticIDs
+
+    flat = torch.tensor([0, 1, 2, 3])
+    sid = SemanticIDs(codes=flat[:, None], flat=flat,
+                      special=torch.zeros(4, dtype=bool), n_clusters=4, K=4)
+    same = torch.zeros(6, 3, dtype=torch.long)  # one ID everywhere: 0 bits, always
+    anchors = torch.ones(6, 3, dtype=torch.bool)
+    assert crossing_grid.id_bits_interval([sid], same, anchors, 200, 0) == (0.0, 0.0)
+    two = torch.tensor([[0] * 3, [1] * 3] * 3)  # two IDs, one per question
+    lo, hi = crossing_grid.id_bits_interval([sid], two, anchors, 200, 0)
+    assert crossing_grid.id_bits(sid, two, anchors) == pytest.approx(1.0)
+    assert 0 <= lo < 1 and hi == pytest.approx(1.0)  # draws can hold one ID more often

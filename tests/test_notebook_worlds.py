@@ -206,19 +206,21 @@ def test_c1_measures_the_math_world_end_to_end(tmp_path):
 
 SMALL = "dlmspec/math/small"  # the quickest math model (the build runs math/base)
 TINY = {
+    # sequential false: the math profiles' sequential rule starts at its own sizes
     "02_anchor_acceptance": dict(model=SMALL, n_samples=3, K=8, K_sweep=[8], n_train=32,
-                                 n_bootstrap=50, n_codebooks=1),
+                                 n_bootstrap=50, n_codebooks=1, sequential=False),
     "03_win_condition": dict(model=SMALL, n_samples=3, K=8, n_train=32, n_repeats=1,
-                             n_timed=1, n_bootstrap=50, n_codebooks=1),
+                             n_timed=1, n_bootstrap=50, n_codebooks=1,
+                             sequential=False),
     "04_cluster_verification": dict(model=SMALL, n_samples=3, K=8, K_sweep=[8],
                                     n_permutations=50, n_bootstrap=50),
     "05_bounded_quality": dict(model=SMALL, n_samples=2, K=8, thresholds=[0.9],
-                               n_bootstrap=50),
+                               n_bootstrap=50, sequential=False),
     "06_conditional": dict(model=SMALL, n_samples=3, K=8, n_train=32, n_bootstrap=50,
-                           n_codebooks=1),
+                           n_codebooks=1, sequential=False),
     "07_strong_model": dict(model=SMALL, large_model=SMALL, n_windows=4, n_positions=4,
                             batch_size=16, n_samples=3, n_tau=2, K=8, n_train=32,
-                            n_bootstrap=50, n_codebooks=1),
+                            n_bootstrap=50, n_codebooks=1, sequential=False),
     "08_information": dict(model=SMALL, n_samples=4, n_side=3, K=8, n_bootstrap=50),
     "09_trajectory_speculation": dict(model=SMALL, n_samples=4, n_sweep=1,
                                       thresholds=[0.9], n_repeats=1, n_bootstrap=50,

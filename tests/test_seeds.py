@@ -121,8 +121,10 @@ def test_sizes_are_checked_by_the_claim_notebook_runner():
     with pytest.raises(ValueError, match="n_samples=0"):
         run.prepare_runs(["C2"], [0], {"C2": {"n_samples": 0}}, REGISTRY)
     plan = run.prepare_runs(["C2"], [0, 4], {"C2": {"n_samples": 4}}, REGISTRY)
+    # every rerun is one look: the sequential rule is the full-size page's
     assert [(c, s, values) for c, s, _, values in plan] == [
-        ("C2", 0, {"n_samples": 4, "seed": 0}), ("C2", 4, {"n_samples": 4, "seed": 4})]
+        ("C2", 0, {"n_samples": 4, "seed": 0, "sequential": False}),
+        ("C2", 4, {"n_samples": 4, "seed": 4, "sequential": False})]
 
 
 def test_in_the_math_world_each_run_takes_its_claims_math_profile():
@@ -138,6 +140,9 @@ def test_in_the_math_world_each_run_takes_its_claims_math_profile():
         assert values["world"] == "math" and values["seed"] == s
         assert values["model"] == "dlmspec/math_free/base"
         for k, v in math.items():  # the profile, the page's sizes on top
+            if k == "sequential":  # the profile's rule is the full-size page's
+                assert v is True and values[k] is False, c
+                continue
             assert values[k] == profile["sizes"][c].get(k, v), (c, k)
     assert (seeds.run_output(notebook, 1, "math").name
             == f"{notebook.stem}.math.seed1.ipynb")

@@ -72,6 +72,8 @@ def _matrix(rows, registry: dict, docname: str) -> str:
             fig = ("" if c["value"] is None else
                    f'<br><small>{html.escape(c["label"])}: '
                    f'{html.escape(claims.format_value(c["value"]))}</small>')
+            if claims.size_words(c):
+                fig += f"<br><small>{html.escape(claims.size_words(c))}</small>"
             out.append(f'<td class="world-verdict" data-claim="{r["id"]}" '
                        f'data-world="{w}">{_verdict_span(c["verdict"])}{fig}</td>')
         out.append("</tr>")
@@ -119,6 +121,8 @@ def _claim_worlds(rows, registry: dict, claim_id: str) -> str:
         figure = ("&mdash;" if c["value"] is None else
                   f"{html.escape(c['label'])}: <b>"
                   f"{html.escape(claims.format_value(c['value']))}</b>")
+        if claims.size_words(c):
+            figure += f"<br><small>{html.escape(claims.size_words(c))}</small>"
         why = ("<br><small>" + html.escape(_not_measured(
             w, "this build did not measure it here")) + "</small>"
             if c["verdict"] == claims.NOT_MEASURED else "")
@@ -154,6 +158,9 @@ def _power_notes(row, registry: dict, claim_id: str, worlds) -> list[str]:
     for w in worlds:
         values = claims.world_values(row.get("values") or {}, w)
         sizes = worldruns.run_sizes(REPO_ROOT / notebook, w, spec["size"])
+        stop = values.get(f"{claim_id.lower()}_seq_n")
+        if isinstance(stop, int) and not isinstance(stop, bool) and stop > 0:
+            sizes = [stop] * len(spec["size"])  # where a sequential run stopped
         p = claims.power_reading(claim_id, values, sizes, registry)
         if p is None:
             continue
@@ -169,11 +176,13 @@ def _power_notes(row, registry: dict, claim_id: str, worlds) -> list[str]:
                        f"{ran}) would be expected to separate them ({level:.0%} "
                        "power, if the gap seen here is the true one)")
         la, lb = p["labels"]
+        seq = values.get(f"{claim_id.lower()}_seq_note")
+        seq = f" Size: {seq}." if isinstance(seq, str) and seq else ""
         out.append(f'<p class="claim-power" data-world="{w}"><small>'
                    f"{html.escape(w)}: the rule compares {html.escape(la)} "
                    f"{html.escape(_interval(p['a']))} with {html.escape(lb)} "
                    f"{html.escape(_interval(p['b']))}; {html.escape(verdict)}."
-                   "</small></p>")
+                   f"{html.escape(seq)}</small></p>")
     return out
 
 

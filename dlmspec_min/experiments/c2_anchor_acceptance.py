@@ -24,7 +24,7 @@ import pandas as pd
 import torch
 
 from ..decoding.decode import generate
-from ..measures import eos_tail, stats, tagger
+from ..measures import eos_tail, reuse, stats, tagger
 from ..measures.order import row_generators
 from ..ssld import (
     accelerators,
@@ -109,7 +109,8 @@ def decode_anchors(target, tokenizer, lexicon, prompt: torch.Tensor, accs: dict,
     (``inputs.anchor_mask``, word and piece level)."""
     n, P = prompt.shape
     t0 = time.perf_counter()
-    runs = {name: generate(target, prompt, cfg, row_generators(seed, n, prompt.device))
+    runs = {name: reuse.generate(target, prompt, cfg,
+                                 row_generators(seed, n, prompt.device))
             for name, cfg in accs.items()}
     seconds = time.perf_counter() - t0
     ref_name = next(iter(accs))
@@ -347,6 +348,7 @@ class Config(parameters.Coded):
     NOTEBOOK: ClassVar[str] = "02_anchor_acceptance"
 
     n_samples: int = shared("n_samples", 64, "unconditional (the prompt is [BOS])")
+    sequential: bool = shared("sequential")
     K_sweep: list = shared("K_sweep", [16, 64, 256, 1024])
 
 

@@ -20,7 +20,7 @@ import pandas as pd
 import torch
 
 from ..decoding.decode import generate
-from ..measures import eos_tail, quality, stats
+from ..measures import eos_tail, quality, reuse, stats
 from ..measures import judge as judges
 from ..measures.order import row_generators
 from ..ssld import accelerators, codebooks, drafting, inputs, win_condition
@@ -319,6 +319,7 @@ class Config(parameters.Coded):
     NOTEBOOK: ClassVar[str] = "03_win_condition"
 
     n_samples: int = shared("n_samples", 24, "one prompt each; [BOS] alone by default")
+    sequential: bool = shared("sequential")
     prompt_source: str = shared("prompt_source")
     prompt_length: int = shared("prompt_length")
     n_repeats: int = shared("n_repeats")
@@ -361,7 +362,7 @@ def tau_step(target, tok, prompt, gens, config: Config) -> tuple[dict, dict,
     configs = accelerators.accelerators(
         config.gen_length, config.block_length, config.threshold, config.temperature,
         supports_cache=target.supports_cache)
-    runs = {name: generate(target, prompt, cfg, gens())
+    runs = {name: reuse.generate(target, prompt, cfg, gens())
             for name, cfg in configs.items()}
     table = accelerators.accelerator_table(runs, config.n_bootstrap, config.seed,
                                            tok.eos_token_id)
@@ -408,7 +409,7 @@ def end_to_end(target, scored: codebooks.Scored, first, table: pd.DataFrame, cfg
     acc_nfe, L = acc.nfe.double(), prompt.shape[1] + config.gen_length
     boot = (config.n_bootstrap, config.seed)
     oracle_init = torch.where(anchors, tokens, torch.full_like(tokens, target.mask_id))
-    oracle = generate(target, prompt, cfg, gens(), init=oracle_init)
+    oracle = reuse.generate(target, prompt, cfg, gens(), init=oracle_init)
     rows, ssld_runs = [], {}
     for name, drafter in first.drafters.items():
         res = accelerators.draft_then_ssld(target, drafter, prompt, anchors,

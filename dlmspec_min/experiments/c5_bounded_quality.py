@@ -18,7 +18,6 @@ as quality).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -29,7 +28,7 @@ import torch
 from ..decoding.config import DecodeConfig
 from ..decoding.decode import generate
 from ..measures import judge as judges
-from ..measures import quality, stats
+from ..measures import quality, reuse, stats
 from ..measures.order import row_generators
 from ..ssld import accelerators, drafting, inputs, semantic
 from ..worlds import World
@@ -77,13 +76,6 @@ class Decoders:
                             rule="threshold", threshold=t, temperature=self.temperature)
 
 
-def _timed(fn, *args, **kwargs):
-    """``fn(*args, **kwargs)`` and its wall-clock seconds."""
-    t0 = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - t0
-
-
 def decode_all(models: Models, drafter, sid, prompt, decoders: Decoders,
                config: Config, *, c: float, lexicon):
     """Run every decoder once, timed, each sample on the same seeded stream: the
@@ -102,13 +94,15 @@ def decode_all(models: Models, drafter, sid, prompt, decoders: Decoders,
         return row_generators(config.seed, n, config.device)
 
     runs = {}
-    base, sec = _timed(generate, target, prompt, decoders.baseline, gens())
+    # each decode's seconds are its rows' own (a sequential look reuses the rows
+    # an earlier look decoded: measures.reuse)
+    base, sec = reuse.generate_timed(target, prompt, decoders.baseline, gens())
     runs[BASELINE] = (base.generated, base.nfe.double(), base.token_forwards.double(),
                       sec)
     anchors = inputs.anchor_mask(tok, base.tokens, lexicon)[:, P:]  # oracle word
     anchors_piece = inputs.anchor_mask(tok, base.tokens, lexicon, unit="piece")[:, P:]
     for t in sorted(set(thresholds) | {threshold}, reverse=True):
-        r, sec = _timed(generate, target, prompt, decoders.accelerator(t), gens())
+        r, sec = reuse.generate_timed(target, prompt, decoders.accelerator(t), gens())
         runs[accelerator_name(t)] = (r.generated, r.nfe.double(),
                                      r.token_forwards.double(), sec)
     every = torch.ones_like(anchors)
@@ -116,8 +110,9 @@ def decode_all(models: Models, drafter, sid, prompt, decoders: Decoders,
             EVERY: ("relaxed", every)}
     accepted = {}
     for name, (mode, anc) in ssld.items():
-        r, sec = _timed(accelerators.draft_then_ssld, target, drafter, prompt, anc,
-                        sid, decoders.accelerator(threshold), gens(), c, mode=mode)
+        r, sec = accelerators.draft_then_ssld_timed(
+            target, drafter, prompt, anc, sid, decoders.accelerator(threshold), gens(),
+            c, mode=mode)
         runs[name] = (r.generated, r.nfe, r.token_forwards, sec)
         accepted[name] = int(r.n_accepted.sum()) / max(int(anc.sum()), 1)
     return runs, accepted, anchors, anchors_piece
@@ -213,6 +208,7 @@ class Config(parameters.Drafted):
     NOTEBOOK: ClassVar[str] = "05_bounded_quality"
 
     n_samples: int = shared("n_samples", 12, "unconditional (the prompt is [BOS])")
+    sequential: bool = shared("sequential")
     judge: str = shared("judge")
     thresholds: list = shared("thresholds", [0.9, 0.5],
                               "the accelerator settings on the frontier")

@@ -253,6 +253,7 @@ class Config(parameters.Coded):
     world: str = shared("world", note="in math, the prompted side only")
     n_samples: int = shared("n_samples", 16,
                             "per prompt set (prompted: one held-out prompt each)")
+    sequential: bool = shared("sequential")
     prompt_length: int = shared("prompt_length")
     n_train: int = 512
     prompt_seed: int = param(0, "seed of the held-out prompt set (fixed across builds)")

@@ -176,6 +176,35 @@ def id_bits(sid: semantic.SemanticIDs, tokens: torch.Tensor,
     return float(-(p * np.log2(p)).sum())
 
 
+def id_bits_interval(sids, tokens: torch.Tensor, anchors: torch.Tensor,
+                     n_bootstrap: int, seed: int) -> tuple[float, float]:
+    """The 95 % interval of the bits per ID (``id_bits``, mean over the
+    codebooks ``sids``): percentiles of ``n_bootstrap`` draws of the questions
+    (rows of ``tokens``, with replacement, the same draws for every codebook),
+    the entropy of the IDs at the drawn questions' anchors in each."""
+    B = tokens.shape[0]
+    rng = np.random.default_rng(seed)
+    weights = np.stack([np.bincount(rng.integers(0, B, B), minlength=B)
+                        for _ in range(n_bootstrap)]).astype(float)  # (R, B)
+    per_book = []
+    for sid in sids:
+        ids = sid(tokens)  # (B, G)
+        counts = np.zeros((B, sid.n_clusters + 1))
+        for b in range(B):
+            np.add.at(counts[b], ids[b][anchors[b]].numpy(), 1)
+        drawn = weights @ counts  # (R, IDs)
+        total = drawn.sum(1, keepdims=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p = drawn / total
+            h = -np.where(p > 0, p * np.log2(np.where(p > 0, p, 1)), 0).sum(1)
+        per_book.append(np.where(total[:, 0] > 0, h, np.nan))
+    draws = np.mean(per_book, axis=0)
+    if not np.isfinite(draws).all():
+        return math.nan, math.nan
+    lo, hi = np.percentile(draws, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
 def choose_K(bits: dict[int, float], ceiling: float, tol: float, n_k: int) -> list[int]:
     """The grid's K from ``bits`` (ladder K -> bits per ID, ascending K, the
     first the coarsest, K = 32) and the fine IDs' ``ceiling``: the first K, the
@@ -230,15 +259,18 @@ def point(drafts: dict[str, torch.Tensor], sids, tokens: torch.Tensor,
           anchors: torch.Tensor, n_bootstrap: int, seed: int) -> dict:
     """One grid point: the best draft by pooled alpha_SID, its hits (S, B), its
     alpha with ``stats.seed_pooled_rate``'s interval, the bits per ID (mean over
-    codebooks) and the bits the draft lacks."""
+    codebooks) with its interval (``id_bits_interval``) and the bits the draft
+    lacks."""
     trials = anchors.sum(1).numpy()
     scored = {n: draft_hits(p, sids, tokens, anchors) for n, p in drafts.items()}
     best = max(scored, key=lambda n: (scored[n][0].sum(1) / trials.sum()).mean())
     hits, lack = scored[best]
     alpha, lo, hi = stats.seed_pooled_rate(hits, trials, n_bootstrap, seed)
+    bits_lo, bits_hi = id_bits_interval(sids, tokens, anchors, n_bootstrap, seed)
     return dict(draft=best, hits=hits, alpha=alpha, alpha_lo=lo, alpha_hi=hi,
                 bits=float(np.mean([id_bits(s, tokens, anchors) for s in sids])),
-                info_draft=lack, n_codebooks=len(sids))
+                bits_lo=bits_lo, bits_hi=bits_hi, info_draft=lack,
+                n_codebooks=len(sids))
 
 
 # --- the margin, its draws, the crossing ---------------------------------------------
@@ -337,9 +369,12 @@ def unit_points(d: WorldDecode, unit: str, drafts: dict, spec: dict, n_codebooks
 
 
 def unit_values(d: WorldDecode, labels: list[str], points: list[dict],
-                trials: np.ndarray, n_bootstrap: int, seed: int) -> dict:
+                trials: np.ndarray, n_bootstrap: int, seed: int,
+                tol: float) -> dict:
     """Per point its figures and the margin's interval; the crossing with its
-    interval; the end-point line's test of fit. Keys without a prefix."""
+    interval; the end-point line's test of fit. Keys without a prefix. ``tol``:
+    the grid's ``ceiling_tolerance_bits`` (a k-means K within it of the fine
+    IDs' bits tells as much as they do)."""
     G = d.tokens.shape[1]
     tau, tau_lo, tau_hi = d.tau
     star, star_lo, star_hi = 1 - 1 / tau, 1 - 1 / tau_lo, 1 - 1 / tau_hi
@@ -349,8 +384,9 @@ def unit_values(d: WorldDecode, labels: list[str], points: list[dict],
     out: dict = {}
     for lab, p, col in zip(labels, points, draws.T, strict=True):
         m_lo, m_hi = np.percentile(col, [2.5, 97.5])
-        out |= {f"{lab}_{k}": p[k] for k in ("K", "bits", "alpha", "alpha_lo",
-                                             "alpha_hi", "info_draft", "draft")}
+        out |= {f"{lab}_{k}": p[k] for k in ("K", "bits", "bits_lo", "bits_hi",
+                                             "alpha", "alpha_lo", "alpha_hi",
+                                             "info_draft", "draft")}
         out |= {f"{lab}_alpha_star": star, f"{lab}_alpha_star_lo": star_lo,
                 f"{lab}_alpha_star_hi": star_hi, f"{lab}_margin": star - p["alpha"],
                 f"{lab}_margin_lo": float(m_lo), f"{lab}_margin_hi": float(m_hi),
@@ -366,9 +402,9 @@ def unit_values(d: WorldDecode, labels: list[str], points: list[dict],
             "cross_changes": sign_changes(margins[order]),
             "bits_min": float(bits.min()), "bits_max": float(bits.max()),
             "k_values": ", ".join(str(p["K"]) for p in points[:-1]),
-            # the coarsest K whose IDs tell as much as the fine IDs (0.05 bits)
+            # the coarsest K whose IDs tell as much as the fine IDs (within tol)
             "k_as_fine": next((p["K"] for p in points[:-1]
-                               if p["bits"] >= points[-1]["bits"] - 0.05), math.nan)}
+                               if p["bits"] >= points[-1]["bits"] - tol), math.nan)}
     out["cross_said"] = crossing_words(out, est)
     return out | end_line_test(bits, margins, draws, (0, len(points) - 1))
 
@@ -400,7 +436,8 @@ def measure_grid(decodes: dict[str, WorldDecode], spec: dict, n_codebooks: int,
     and ``grid_seconds_<part>``; table ``grid`` (a row per point)."""
     import time
 
-    times: dict[str, float] = {}
+    # every part's seconds recorded, 0 where no world ran (the page reads them)
+    times: dict[str, float] = {"features": 0.0, "token head fits": 0.0, "points": 0.0}
     v: dict = {}
     rows = []
     for name in spec["worlds"]:
@@ -413,7 +450,8 @@ def measure_grid(decodes: dict[str, WorldDecode], spec: dict, n_codebooks: int,
             labels, points = unit_points(d, unit, drafts[unit], spec, n_codebooks,
                                          n_bootstrap, seed)
             trials = anchors_of(d, unit).sum(1).numpy()
-            u = unit_values(d, labels, points, trials, n_bootstrap, seed)
+            u = unit_values(d, labels, points, trials, n_bootstrap, seed,
+                            spec["ceiling_tolerance_bits"])
             v |= {f"grid_{name}_{unit}_{k}": x for k, x in u.items()}
             rows += [dict(world=name, unit=unit, ids=lab,
                           **{k: u[f"{lab}_{k}"] for k in POINT_KEYS}) for lab in labels]
@@ -421,7 +459,9 @@ def measure_grid(decodes: dict[str, WorldDecode], spec: dict, n_codebooks: int,
     v |= {f"grid_seconds_{k.replace(' ', '_')}": x for k, x in times.items()}
     v["grid_seconds_total"] = sum(times.values())
     measured = [n for n in spec["worlds"] if n in decodes]
-    v["grid_reading"] = grid_reading(v, measured, spec["units"])
+    v["grid_reading"] = grid_reading(v, measured, spec["units"],
+                                     spec["fit_test_level"],
+                                     spec["ceiling_tolerance_bits"])
     return Measurement(v, {"grid": pd.DataFrame(rows)}, {})
 
 
@@ -432,12 +472,14 @@ def _status(v: dict, pre: str) -> str:
     return "never" if v[f"{pre}_cross_said"].startswith("not crossed") else "already"
 
 
-def grid_reading(v: dict, worlds: list[str], units) -> str:
+def grid_reading(v: dict, worlds: list[str], units, level: float,
+                 tol: float) -> str:
     """What the grid says, counted from its values (keys without ``r_``): in how
     many worlds the anchor unit changes where (or whether) the margin turns
     (one unit crossing where the other does not, or two crossings whose
     intervals do not overlap), and in how many world-unit pairs the end-point
-    line is rejected by its test."""
+    line is rejected by its test at ``level`` (the grid's ``fit_test_level``);
+    ``tol`` is its ``ceiling_tolerance_bits``."""
     if not worlds:
         return "No world of the grid is measured in this build."
     differ = []
@@ -452,23 +494,23 @@ def grid_reading(v: dict, worlds: list[str], units) -> str:
     pairs = [(w, u) for w in worlds for u in units]
     as_fine = [v[f"grid_{w}_{u}_k_as_fine"] for w, u in pairs]
     reached = [k for k in as_fine if np.isfinite(k)]
-    ceiling = (f" The k-means IDs tell as much as the fine IDs (within 0.05 bits) "
+    ceiling = (f" The k-means IDs tell as much as the fine IDs (within {tol:g} bits) "
                f"from K = {min(reached):.0f} to {max(reached):.0f} in {len(reached)} "
                f"of {len(pairs)} world-unit pairs: beyond that the IDs tell no more"
                if reached else " No k-means K tells as much as the fine IDs")
-    bent = [f"{w} ({u})" for w, u in pairs if v[f"grid_{w}_{u}_line_p"] < 0.05]
+    bent = [f"{w} ({u})" for w, u in pairs if v[f"grid_{w}_{u}_line_p"] < level]
     tested = sum(np.isfinite(v[f"grid_{w}_{u}_line_p"]) for w, u in pairs)
     return (f"The anchor unit changes where or whether the margin turns in "
             f"{len(differ)} of {len(worlds)} measured worlds"
             f"{' (' + ', '.join(differ) + ')' if differ else ''}; a line through the "
-            f"end points is rejected by its test (p < 0.05) in {len(bent)} of "
+            f"end points is rejected by its test (p < {level:g}) in {len(bent)} of "
             f"{tested} world-unit pairs{' (' + ', '.join(bent) + ')' if bent else ''}."
             + ceiling + ".")
 
 
-POINT_KEYS = ("K", "bits", "alpha", "alpha_lo", "alpha_hi", "alpha_star",
-              "alpha_star_lo", "alpha_star_hi", "margin", "margin_lo", "margin_hi",
-              "info_draft", "neglog_alpha", "draft")
+POINT_KEYS = ("K", "bits", "bits_lo", "bits_hi", "alpha", "alpha_lo", "alpha_hi",
+              "alpha_star", "alpha_star_lo", "alpha_star_hi", "margin", "margin_lo",
+              "margin_hi", "info_draft", "neglog_alpha", "draft")
 
 
 # --- the page's figure and table -----------------------------------------------------
@@ -481,7 +523,7 @@ UNIT_STYLE = {"word": ("C0", "o", "word anchors (a content word's first piece)")
 def draw_grid(grid: pd.DataFrame, v: dict, paper_margin: float):
     """Margin alpha* - alpha_SID against bits per ID: a panel per world, a line
     per unit through its points (k-means K hollow, fine filled), 95 % intervals
-    from the question bootstrap, each finite crossing marked; the paper's
+    of both from the question bootstrap, each finite crossing marked; the paper's
     margin (its alpha* from Fast-dLLM's tokens per step, minus its alpha_SID) a
     dotted line, or an arrow where it lies above the panels, since the paper
     gives no bits per ID. None when empty."""
@@ -500,9 +542,11 @@ def draw_grid(grid: pd.DataFrame, v: dict, paper_margin: float):
             x, y = g["bits"].astype(float), g["margin"].astype(float)
             err = np.clip(np.vstack([y - g["margin_lo"].astype(float),
                                      g["margin_hi"].astype(float) - y]), 0, None)
+            xerr = np.clip(np.vstack([x - g["bits_lo"].astype(float),
+                                      g["bits_hi"].astype(float) - x]), 0, None)
             ax.plot(x, y, color=colour, lw=1, label=label)
-            ax.errorbar(x, y, yerr=err, fmt=marker, color=colour, capsize=2,
-                        mfc="white", ms=5)
+            ax.errorbar(x, y, yerr=err, xerr=np.nan_to_num(xerr), fmt=marker,
+                        color=colour, capsize=2, mfc="white", ms=5)
             fine = g[g["ids"] == FINE]
             ax.plot(fine["bits"], fine["margin"], marker, color=colour, ms=6)
             at = v.get(f"r_grid_{world}_{unit}_cross", math.nan)
@@ -562,7 +606,8 @@ def shown_grid(grid: pd.DataFrame) -> pd.DataFrame:
     for r in grid.itertuples():
         rows.append({"world": r.world, "unit": r.unit,
                      "IDs": f"k-means K = {r.K}" if r.ids != FINE else f"fine ({r.K})",
-                     "bits per ID": f"{r.bits:.2f}",
+                     "bits per ID": stats.with_interval(r.bits, r.bits_lo,
+                                                        r.bits_hi),
                      "alpha_SID": stats.with_interval(r.alpha, r.alpha_lo, r.alpha_hi),
                      "alpha*": stats.with_interval(r.alpha_star, r.alpha_star_lo,
                                                    r.alpha_star_hi),
@@ -571,3 +616,53 @@ def shown_grid(grid: pd.DataFrame) -> pd.DataFrame:
                      "bits the draft lacks": f"{r.info_draft:.2f}",
                      "draft": r.draft})
     return pd.DataFrame(rows).set_index(["world", "unit", "IDs"])
+
+
+# --- the page's sentences, for every world the grid names ---------------------------
+
+
+NOT_RUN = ("not measured in this build (its setting did not run), so the grid has "
+           "no points here")
+
+
+def _p_words(p: float) -> str:
+    return f"p = {p:.2g}" if np.isfinite(p) else "no test (the bits do not move)"
+
+
+def prose_values(v: dict, spec: dict) -> dict:
+    """The regime page's grid sentences from its values ``v`` (``r_``-prefixed,
+    as ``regime.measure`` records them) and the grid's dials ``spec``
+    (``checks: regime: grid``), each defined whether or not a world's grid ran:
+    ``r_grid_<world>_said`` per world, ``r_grid_k_said`` (the K of the first
+    measured world), ``r_grid_k32_said`` (C3's per-K head beside the token head
+    at K = 32 with word anchors, in that world), and the dials the prose names
+    (``r_grid_fit_test_level``, ``r_grid_ceiling_tol``)."""
+    out = {"r_grid_fit_test_level": spec["fit_test_level"],
+           "r_grid_ceiling_tol": spec["ceiling_tolerance_bits"]}
+    measured = [w for w in spec["worlds"]
+                if all(f"r_grid_{w}_{u}_cross_said" in v for u in spec["units"])]
+    for w in spec["worlds"]:
+        if w not in measured:
+            out[f"r_grid_{w}_said"] = NOT_RUN
+            continue
+        crossing = "; ".join(f"with {u} anchors the margin is "
+                             f"{v[f'r_grid_{w}_{u}_cross_said']}"
+                             for u in spec["units"])
+        lines = ", ".join(f"{u} {_p_words(v[f'r_grid_{w}_{u}_line_p'])}"
+                          for u in spec["units"])
+        out[f"r_grid_{w}_said"] = f"{crossing}. End-point line: {lines}"
+    if not measured:
+        out["r_grid_k_said"] = "no world's grid is measured in this build"
+        out["r_grid_k32_said"] = "no world's grid is measured in this build"
+        return out
+    w = measured[0]
+    out["r_grid_k_said"] = " and ".join(
+        f"{v[f'r_grid_{w}_{u}_k_values']} ({w}, {u} anchors)" for u in spec["units"])
+    per_k, grid_k32 = v.get(f"r_{w}_alpha"), v.get(f"r_grid_{w}_word_k32_alpha")
+    out["r_grid_k32_said"] = (
+        f"{w} {per_k:.3f} (per-K head, settings table) against {grid_k32:.3f} "
+        "(token head summed, grid)"
+        if isinstance(per_k, float) and np.isfinite(per_k)
+        and isinstance(grid_k32, float) else
+        f"in {w}, the settings table has no per-K head's alpha_SID to compare")
+    return out

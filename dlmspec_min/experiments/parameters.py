@@ -190,6 +190,9 @@ SHARED: dict[str, tuple[Any, str]] = {
     "n_permutations": (10000, "size-matched random clusterings per K"),
     "n_repeats": (3, "timed repeats (after one untimed warm-up)"),
     "judge": ("smollm2-135m", "independent judge model of the decoded texts"),
+    "sequential": (False, "measure in looks by the sequential rule of "
+                   "book/claims.yml (power: sequential), from its first size up to "
+                   "its cap; false: one look at n_samples, 95 % intervals"),
     "n_bootstrap": (2000, "bootstrap replicates (resampling whole samples)"),
     "seed": (0, "seed of every random draw"),
     "dtype": ("float32", "compute dtype of the weights: float32, bfloat16, "

@@ -40,12 +40,15 @@ def separated(a: tuple[float, float, float], b: tuple[float, float, float]) -> b
 
 
 def size_to_separate(a, b, n_a: int, n_b: int | None = None,
-                     power: float = 0.8) -> int | None:
+                     power: float = 0.8, level: float = 0.95) -> int | None:
     """Questions ``n`` at which the intervals of ``a`` and ``b`` (each (value,
     low, high), measured on ``n_a`` and ``n_b`` questions) are expected to
     separate with probability ``power`` when both are measured on ``n``; None
     when the estimates coincide (no size decides) or an interval is not
-    finite. With ``n_b`` None both sides were measured on ``n_a``.
+    finite. With ``n_b`` None both sides were measured on ``n_a``. ``level``:
+    the level of the intervals that must separate at ``n`` (``a`` and ``b`` are
+    95 % intervals; a look of the sequential rule at 96 % widens each
+    half-width by z(0.98) / z(0.975)).
 
     Each half-width ``h`` at ``n`` is ``h * sqrt(n_side / n)``, so the module's
     condition solves to ``sqrt(n) = (sum h sqrt(n_side) + z sqrt(sum h**2
@@ -58,10 +61,36 @@ def size_to_separate(a, b, n_a: int, n_b: int | None = None,
         raise ValueError(f"power must lie in [0.5, 1), got {power!r}")
     if not all(math.isfinite(x) for x in (*a, *b)):
         return None
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
     gap, h1, h2 = facing(a, b)
     if gap <= 0:
         return None
+    widen = NormalDist().inv_cdf(1 - (1 - level) / 2) / Z95
+    h1, h2 = h1 * widen, h2 * widen
     z = NormalDist().inv_cdf(power)
     root = (h1 * math.sqrt(n_a) + h2 * math.sqrt(n_b)
             + z * math.sqrt(h1**2 * n_a + h2**2 * n_b) / Z95) / gap
     return max(1, math.ceil(root**2))
+
+
+def allocate(first: dict[str, int], needed: dict[str, int], seconds: dict[str, float],
+             budget: float, pool: int) -> dict[str, int]:
+    """Each claim's cap under a time budget: claims in order of the seconds
+    their needed size would cost (``seconds[c]`` per question of a grown look,
+    times ``needed[c]``, cheapest first; ties by name) get their needed size
+    (at most ``pool``, at least ``first[c]``) while ``budget`` lasts; the first
+    claim it cannot pay for gets the largest size the rest pays for, and every
+    claim after it its ``first`` size (no growth)."""
+    caps, left = {}, float(budget)
+    order = sorted(needed, key=lambda c: (seconds[c] * needed[c], c))
+    for c in order:
+        want = max(first[c], min(needed[c], pool))
+        cost = seconds[c] * want
+        if cost <= left:
+            caps[c], left = want, left - cost
+            continue
+        n = int(left // seconds[c])
+        caps[c] = n if n > first[c] else first[c]
+        left = 0.0 if n > first[c] else left
+    return {c: caps[c] for c in needed}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .stats import CONFIDENCE, mean_bootstrap
+from .stats import current_level, mean_bootstrap
 
 
 def texts_of(tokenizer, tokens: torch.Tensor) -> list[str]:
@@ -67,7 +67,7 @@ def _weighted(top1: np.ndarray, n: np.ndarray) -> float:
 
 def agreement_drop(
     top1_base, n_base, top1_method, n_method, n_boot: int = 2000, seed: int = 0,
-    level: float = CONFIDENCE,
+    level: float | None = None,
 ) -> tuple[float, float, float]:
     """Baseline agreement - method agreement, paired sample bootstrap: (est, lo, hi).
 
@@ -87,12 +87,13 @@ def agreement_drop(
         boot = ((tb * nb)[idx].sum(1) / nb[idx].sum(1)
                 - (tm * nm)[idx].sum(1) / nm[idx].sum(1))
     boot = boot[np.isfinite(boot)]
+    level = current_level() if level is None else level
     a = (1 - level) / 2
     return est, float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
 
 
 def accuracy_drop(correct_base, correct_method, n_boot: int = 2000, seed: int = 0,
-                  level: float = CONFIDENCE) -> tuple[float, float, float]:
+                  level: float | None = None) -> tuple[float, float, float]:
     """Baseline accuracy - method accuracy over the same samples (per-sample 0/1
     correctness, in the same order), paired sample bootstrap: (est, lo, hi)."""
     ones = np.ones(len(np.asarray(correct_base)))

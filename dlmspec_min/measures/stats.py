@@ -7,16 +7,38 @@ always resampled (or clustered) at the sequence level.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 from scipy import stats as sps
 
 CONFIDENCE = 0.95
+_LEVEL: list[float] = []  # the levels of the enclosing ``interval_level`` blocks
+
+
+def current_level() -> float:
+    """The level every interval here has when its caller names none: 0.95, or
+    that of the innermost ``interval_level`` block (a sequential rule's look,
+    ``experiments.sequential``)."""
+    return _LEVEL[-1] if _LEVEL else CONFIDENCE
+
+
+@contextlib.contextmanager
+def interval_level(level: float):
+    """Within the block, intervals computed without a ``level`` have ``level``
+    (e.g. 0.96: a look of a sequential rule at an adjusted level)."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    _LEVEL.append(float(level))
+    try:
+        yield
+    finally:
+        _LEVEL.pop()
 
 
 def ratio_bootstrap(
-    num, den, n_boot: int = 2000, seed: int = 0, level: float = CONFIDENCE
+    num, den, n_boot: int = 2000, seed: int = 0, level: float | None = None
 ):
     """Estimate sum(num)/sum(den) with a percentile bootstrap CI over sequences.
 
@@ -33,6 +55,7 @@ def ratio_bootstrap(
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = num[idx].sum(1) / den[idx].sum(1)
     boot = boot[np.isfinite(boot)]
+    level = current_level() if level is None else level
     a = (1 - level) / 2
     return (
         float(num.sum() / den.sum()),
@@ -42,7 +65,7 @@ def ratio_bootstrap(
 
 
 def mean_bootstrap(
-    values, n_boot: int = 2000, seed: int = 0, level: float = CONFIDENCE
+    values, n_boot: int = 2000, seed: int = 0, level: float | None = None
 ):
     """Mean of per-sequence values with a percentile bootstrap CI."""
     values = np.asarray(values, float)
@@ -116,7 +139,7 @@ def auc_bootstrap(
     y_groups,
     n_boot: int = 2000,
     seed: int = 0,
-    level: float = CONFIDENCE,
+    level: float | None = None,
 ) -> tuple[float, float, float]:
     """AUC of x over y with a percentile CI from resampling groups (sequences).
 
@@ -142,11 +165,12 @@ def auc_bootstrap(
     np.add.at(W, (np.arange(n_boot)[:, None], idx), 1)  # (R, S) draws per group
     boot = _weighted_auc(W @ C, W @ F)
     boot = boot[np.isfinite(boot)]
+    level = current_level() if level is None else level
     a = (1 - level) / 2
     return est, float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
 
 
-def clustered_ols(y, X, groups, level: float = CONFIDENCE):
+def clustered_ols(y, X, groups, level: float | None = None):
     """OLS of y on the columns of X with cluster-robust (sandwich) standard errors.
 
     statsmodels ``OLS(...).fit(cov_type="cluster")`` with its small-sample
@@ -169,6 +193,7 @@ def clustered_ols(y, X, groups, level: float = CONFIDENCE):
     if n_clusters < 2:
         raise ValueError("clustered errors need at least two clusters (sequences)")
     fit = sm.OLS(y, X.astype(float)).fit(cov_type="cluster", cov_kwds={"groups": codes})
+    level = current_level() if level is None else level
     ci = fit.conf_int(alpha=1 - level)
     out = pd.DataFrame(
         {
@@ -184,7 +209,8 @@ def clustered_ols(y, X, groups, level: float = CONFIDENCE):
     return out
 
 
-def rate_ci(hits, trials, n_boot: int = 2000, seed: int = 0, level: float = CONFIDENCE):
+def rate_ci(hits, trials, n_boot: int = 2000, seed: int = 0,
+            level: float | None = None):
     """A hit rate sum(hits)/sum(trials) with a CI that stays honest at zero hits.
 
     ``hits`` and ``trials`` hold one entry per sequence. The interval is the
@@ -196,6 +222,7 @@ def rate_ci(hits, trials, n_boot: int = 2000, seed: int = 0, level: float = CONF
     """
     from statsmodels.stats.proportion import proportion_confint
 
+    level = current_level() if level is None else level
     est, lo, hi = ratio_bootstrap(hits, trials, n_boot, seed, level)
     k, n = int(np.sum(hits)), int(np.sum(trials))
     cp_lo, cp_hi = proportion_confint(k, n, alpha=1 - level, method="beta")
@@ -203,7 +230,7 @@ def rate_ci(hits, trials, n_boot: int = 2000, seed: int = 0, level: float = CONF
 
 
 def seed_pooled_rate(hits, trials, n_boot: int = 2000, seed: int = 0,
-                     level: float = CONFIDENCE) -> tuple[float, float, float]:
+                     level: float | None = None) -> tuple[float, float, float]:
     """A hit rate averaged over S repeats (seeds) of one measurement, with its CI.
 
     ``hits`` (S, B): hits per seed and sequence, all seeds scored on the same B
@@ -235,6 +262,7 @@ def seed_pooled_rate(hits, trials, n_boot: int = 2000, seed: int = 0,
         per_seed = (seq @ H.T) / (seq @ n)[:, None]  # (n_boot, S)
     boot = (per_seed * seeds).sum(1)
     boot = boot[np.isfinite(boot)]
+    level = current_level() if level is None else level
     a = (1 - level) / 2
     cp_lo, cp_hi = proportion_confint(int(H.sum()), int(S * n.sum()), alpha=1 - level,
                                       method="beta")
@@ -244,7 +272,7 @@ def seed_pooled_rate(hits, trials, n_boot: int = 2000, seed: int = 0,
 
 def paired_ratio_bootstrap(
     num_a, den_a, num_b, den_b, n_boot: int = 2000, seed: int = 0,
-    level: float = CONFIDENCE,
+    level: float | None = None,
 ):
     """(sum(num_a)/sum(den_a)) / (sum(num_b)/sum(den_b)), paired over sequences.
 
@@ -267,6 +295,7 @@ def paired_ratio_bootstrap(
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = (na[idx].sum(1) / da[idx].sum(1)) / (nb[idx].sum(1) / db[idx].sum(1))
     boot = boot[np.isfinite(boot)]
+    level = current_level() if level is None else level
     a = (1 - level) / 2
     est = (na.sum() / da.sum()) / (nb.sum() / db.sum())
     return float(est), float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
@@ -286,7 +315,7 @@ def _group_weights(S: int, n_boot: int, seed: int) -> np.ndarray:
 
 def mean_difference_bootstrap(
     x, x_groups, y, y_groups, n_boot: int = 2000, seed: int = 0,
-    level: float = CONFIDENCE,
+    level: float | None = None,
 ) -> tuple[float, float, float]:
     """mean(x) - mean(y), pooled over observations, with a CI resampling groups.
 
@@ -303,13 +332,14 @@ def mean_difference_bootstrap(
     with np.errstate(invalid="ignore", divide="ignore"):
         boot = (W @ sx) / (W @ nx) - (W @ sy) / (W @ ny)
     boot = boot[np.isfinite(boot)]
+    level = current_level() if level is None else level
     a = (1 - level) / 2
     est = float(x.mean() - y.mean())
     return est, float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))
 
 
 def spearman_bootstrap(
-    x, y, groups, n_boot: int = 2000, seed: int = 0, level: float = CONFIDENCE,
+    x, y, groups, n_boot: int = 2000, seed: int = 0, level: float | None = None,
 ) -> tuple[float, float, float, float]:
     """Spearman's rho of (x, y) with its p-value and a CI resampling groups.
 
@@ -339,6 +369,7 @@ def spearman_bootstrap(
         xb, yb = x[idx], y[idx]
         if np.ptp(xb) > 0 and np.ptp(yb) > 0:
             boot.append(sps.spearmanr(xb, yb).statistic)
+    level = current_level() if level is None else level
     a = (1 - level) / 2
     lo, hi = (float(np.quantile(boot, a)), float(np.quantile(boot, 1 - a))) \
         if boot else (nan, nan)
@@ -346,7 +377,7 @@ def spearman_bootstrap(
 
 
 def pooled_mean_bootstrap(
-    values, groups, n_boot: int = 2000, seed: int = 0, level: float = CONFIDENCE,
+    values, groups, n_boot: int = 2000, seed: int = 0, level: float | None = None,
 ) -> tuple[float, float, float]:
     """Mean over observations with a percentile CI resampling their groups (sequences).
 

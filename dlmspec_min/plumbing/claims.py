@@ -418,8 +418,11 @@ def world_cells(row: dict, registry: dict) -> dict[str, dict]:
     ``finding`` key): ``{"verdict", "label", "value"}``. The prose world's verdict
     is the row's (stale and not-rebuilt included); another world's is the same
     rule evaluated on its values, or ``NOT_MEASURED`` when the page glued none
-    (or not the ones the rule reads)."""
+    (or not the ones the rule reads). ``"size"``: the questions a sequential
+    run's verdict rests on (``<c>_seq_n`` where the run glued it; None
+    otherwise), ``"looks"`` the looks it made."""
     claim = registry["claims"][row["id"]]
+    prefix = row["id"].lower() + "_seq_"
     key = claim.get("finding", claim["headline"])[0]
     label = claim["keys"][key]["label"]
     out = {}
@@ -427,7 +430,8 @@ def world_cells(row: dict, registry: dict) -> dict[str, dict]:
         wv = world_values(row.get("values") or {}, world)
         if world == catalogue.DEFAULT:
             out[world] = {"verdict": row["verdict"], "label": label,
-                          "value": wv.get(key)}
+                          "value": wv.get(key), "size": wv.get(prefix + "n"),
+                          "looks": wv.get(prefix + "looks")}
             continue
         try:
             v = verdict(row["id"], wv, registry) if wv else NOT_MEASURED
@@ -436,8 +440,21 @@ def world_cells(row: dict, registry: dict) -> dict[str, dict]:
         if v != NOT_MEASURED and (row["verdict"] == STALE
                                   or world in row.get("stale_worlds", ())):
             v = STALE
-        out[world] = {"verdict": v, "label": label, "value": wv.get(key)}
+        out[world] = {"verdict": v, "label": label, "value": wv.get(key),
+                      "size": wv.get(prefix + "n"), "looks": wv.get(prefix + "looks")}
     return out
+
+
+def size_words(cell: dict) -> str:
+    """Where a world cell's verdict was reached: "on N questions" (and the
+    look, for a run of the sequential rule's looks), or '' where the run glued
+    no size."""
+    n, looks = cell.get("size"), cell.get("looks")
+    if not isinstance(n, int) or isinstance(n, bool):
+        return ""
+    if isinstance(looks, int) and looks > 1:
+        return f"on {n} questions (sequential rule, look {looks})"
+    return f"on {n} questions"
 
 
 def format_value(v) -> str:

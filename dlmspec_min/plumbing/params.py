@@ -192,6 +192,9 @@ RULES: dict[str, Callable[[Any], str | None]] = {
     "n_windows": _positive_int,  # held-out windows measured (07)
     "n_positions": _nonneg_int,  # positions measured per window, 0 = all (07)
     "n_tau": _positive_int,  # samples decoded by every accelerator for tau_acc (07)
+    "sequential": lambda v: (  # looks by the rule of claims.yml power: sequential
+        None if isinstance(v, bool) else "must be true or false"
+    ),
     "n_bins": _positive_int,  # equal-count bins of a per-anchor measure (08)
     "n_side": _positive_int,  # samples of the side decodes (08)
     "seeds": _seed_list,  # seeds every claim is rerun at (10)

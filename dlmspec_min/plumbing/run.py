@@ -334,6 +334,10 @@ def prepare_runs(claim_ids: list, seeds: list, sizes: dict, registry: dict,
         notebook = REPO_ROOT / registry["claims"][c]["notebook"]
         for s in seeds:
             given = {**sizes[c], "seed": s, **({"world": world} if world else {})}
+            if "sequential" in declared_parameters(notebook):
+                # one look at the reduced sizes: the sequential rule of a world's
+                # profile is the full-size page's, never the seed page's reruns
+                given.setdefault("sequential", False)
             try:
                 values = gather(declared_parameters(notebook), pairs=given.items(),
                                 notebook=notebook)

@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from ..decoding.config import DecodeConfig, DecodeResult
-from ..measures import eos_tail, stats
+from ..measures import eos_tail, reuse, stats
 from .decoder import SSLDResult, ssld_generate
 from .semantic import SemanticIDs
 
@@ -130,13 +130,14 @@ def wall_clock(fn: Callable[[], object], repeats: int, warmup: int = 1) -> np.nd
     """Seconds per call of ``fn``: ``repeats`` timed calls after ``warmup`` untimed."""
     if repeats < 1 or warmup < 0:
         raise ValueError("repeats must be >= 1 and warmup >= 0")
-    for _ in range(warmup):
-        fn()
     times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+    with reuse.paused():  # a timing decodes for real, whatever a look reused
+        for _ in range(warmup):
+            fn()
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
     return np.array(times)
 
 
@@ -146,6 +147,28 @@ def draft_then_ssld(
     mode: str = "exact",
 ) -> SSLDResult:
     """The whole SSLD pipeline, draft included (what wall-clock timings measure)."""
-    draft = draft_fn(prompt, infill.gen_length)
-    return ssld_generate(target, prompt, draft, anchors, sid, infill, generators, c=c,
-                         mode=mode)
+    return draft_then_ssld_timed(target, draft_fn, prompt, anchors, sid, infill,
+                                 generators, c, mode)[0]
+
+
+def draft_then_ssld_timed(
+    target, draft_fn, prompt: torch.Tensor, anchors: torch.Tensor, sid: SemanticIDs,
+    infill: DecodeConfig, generators: Sequence[torch.Generator] | None, c: float,
+    mode: str = "exact",
+) -> tuple[SSLDResult, float]:
+    """``draft_then_ssld`` and the seconds its rows took; within a sequential
+    run's session the rows an earlier look decoded are reused
+    (``measures.reuse.prefix``: every row is drafted and decoded on its own)."""
+    def decode(start: int):
+        gens = None if generators is None else list(generators)[start:]
+        p = prompt[start:]
+        return ssld_generate(target, p, draft_fn(p, infill.gen_length),
+                             anchors[start:], sid, infill, gens, c=c, mode=mode)
+
+    if generators is not None and not isinstance(generators, (list, tuple)):
+        t0 = time.perf_counter()
+        return decode(0), time.perf_counter() - t0
+    key = ("ssld", reuse.ident(target),
+           getattr(draft_fn, "reuse_key", None) or reuse.ident(draft_fn),
+           reuse.tensor_key(sid.flat), repr(infill), c, mode)
+    return reuse.prefix(key, reuse.row_keys(prompt, anchors, generators), decode)

@@ -45,8 +45,7 @@ import pandas as pd
 import torch
 
 from ..decoding.config import DecodeResult
-from ..decoding.decode import generate
-from ..measures import order, stats
+from ..measures import order, reuse, stats
 from . import accelerators, chance_levels, codebooks, drafting, inputs, win_condition
 
 FIRST_PASS = codebooks.FIRST_PASS
@@ -183,7 +182,7 @@ def key_figures(
     t0 = time.perf_counter()
     blocks = world.order_blocks(block_length)  # C1's decode as its page runs it
     one_per_step = order.one_token_per_step(G, blocks, temperature=temperature)
-    res1 = generate(target, prompt, one_per_step, gens())
+    res1 = reuse.generate(target, prompt, one_per_step, gens())
     lexicon = world.roles()
     table1 = order.token_table(res1, tokenizer, lexicon, counts, blocks)
     c1 = order.class_order(table1, n_boot=n_boot, seed=seed)
@@ -192,7 +191,7 @@ def key_figures(
     runs = {}
     for name, cfg in configs.items():
         t0 = time.perf_counter()
-        runs[name] = generate(target, prompt, cfg, gens())
+        runs[name] = reuse.generate(target, prompt, cfg, gens())
         seconds[name] = time.perf_counter() - t0
     acc = accelerators.accelerator_table(runs, n_boot, seed, tokenizer.eos_token_id)
     strongest = accelerators.strongest_accelerator(acc)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..measures import reuse
 from .inputs import ANCHOR_UNITS, anchor_mask, visible_input
 from .semantic import SemanticIDs, cluster_marginal
 
@@ -258,6 +259,12 @@ class SmallMarginalDraft:
         _check_vocab(denoiser, sid, "draft")
         self.denoiser, self.sid = denoiser, sid
 
+    @property
+    def reuse_key(self) -> tuple:
+        """Equal for two such drafts of one denoiser and one partition (what
+        decides their drafts), so a sequential run's looks share their decodes."""
+        return ("marginal", reuse.ident(self.denoiser), reuse.tensor_key(self.sid.flat))
+
     def __call__(self, prompt: torch.Tensor, gen_length: int) -> Draft:
         P = prompt.shape[1]
         x = visible_input(prompt, gen_length, self.denoiser.mask_id)
@@ -326,9 +333,14 @@ def drafts_for(draft_denoiser, sid: SemanticIDs, windows, content, prompt_length
                gen_length: int, **head_kw) -> dict:
     """The two SID-mode drafts of the book, by name: the small model's cluster
     marginal, and the same model with a SID head trained on (windows, content)
-    (``head_kw`` goes to ``train_sid_head``)."""
-    return {
+    (``head_kw`` goes to ``train_sid_head``). Within a sequential run's
+    session (``measures.reuse``) the head is fitted once per IDs and rows: it
+    does not depend on the questions a look measures."""
+    key = ("drafts_for", reuse.ident(draft_denoiser), reuse.tensor_key(sid.flat),
+           reuse.tensor_key(windows), reuse.tensor_key(content), prompt_length,
+           gen_length, repr(sorted(head_kw.items())))
+    return reuse.fitted(key, lambda: {
         SmallMarginalDraft.name: SmallMarginalDraft(draft_denoiser, sid),
         HeadDraft.name: HeadDraft.fit(draft_denoiser, sid, windows, content,
                                       prompt_length, gen_length, **head_kw),
-    }
+    })
