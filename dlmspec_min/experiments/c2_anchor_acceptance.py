@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..decoding.decode import generate
 from ..measures import eos_tail, reuse, stats, tagger
 from ..measures.order import row_generators
 from ..ssld import (
