@@ -260,8 +260,6 @@ def threshold_table(par: dict) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Config(parameters.Sampled):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "01_easy_first"
 
     n_samples: int = shared("n_samples", 24, "unconditional, after the [BOS] prompt")

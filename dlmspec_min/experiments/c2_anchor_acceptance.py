@@ -342,8 +342,6 @@ def _plain(value):
 
 @dataclass(frozen=True)
 class Config(parameters.Coded):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "02_anchor_acceptance"
 
     n_samples: int = shared("n_samples", 64, "unconditional (the prompt is [BOS])")

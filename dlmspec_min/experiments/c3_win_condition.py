@@ -314,8 +314,6 @@ def gap_note(shortfall: float, h: pd.Series) -> str:
 
 @dataclass(frozen=True)
 class Config(parameters.Coded):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "03_win_condition"
 
     n_samples: int = shared("n_samples", 24, "one prompt each; [BOS] alone by default")

@@ -182,8 +182,6 @@ def rule_values(row) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Config(parameters.Drafted):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "04_cluster_verification"
 
     n_samples: int = shared("n_samples", 32, "unconditional (the prompt is [BOS])")

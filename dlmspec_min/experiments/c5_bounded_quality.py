@@ -203,8 +203,6 @@ def rule_values(res: pd.DataFrame, quality_bound: float) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Config(parameters.Drafted):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "05_bounded_quality"
 
     n_samples: int = shared("n_samples", 12, "unconditional (the prompt is [BOS])")

@@ -246,8 +246,6 @@ def figure_values(figs: dict, diff: pd.DataFrame, n_samples: int, gen_length: in
 
 @dataclass(frozen=True)
 class Config(parameters.Coded):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "06_conditional"
 
     world: str = shared("world", note="in math, the prompted side only")

@@ -299,8 +299,6 @@ def check_sizes(n_tau: int, n_samples: int) -> None:
 
 @dataclass(frozen=True)
 class Config(parameters.Coded):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "07_strong_model"
 
     large_model: str = shared("large_model")

@@ -438,8 +438,6 @@ def closing_notes(values: dict, no_par: bool) -> dict:
 
 @dataclass(frozen=True)
 class Config(parameters.Drafted):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "08_information"
 
     world: str = shared("world", note="in math, the questions are every prompt")

@@ -294,8 +294,6 @@ def regime_values(table: pd.DataFrame) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Config(parameters.Loaded):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "00_models"
 
     n_samples: int = shared("n_samples", 8, "in the cache comparison")

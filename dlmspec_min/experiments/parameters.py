@@ -71,7 +71,9 @@ def literal(value: Any) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Config:
-    """The base of every page's config: no fields of its own."""
+    """The base of every page's config: no fields of its own. Each page's
+    module declares one subclass ``Config``, its parameters; ``NOTEBOOK`` names
+    the page and ``Config.cell()`` writes its parameters cell."""
 
     NOTEBOOK: ClassVar[str] = ""  # the notebook's stem, e.g. "03_win_condition"
 

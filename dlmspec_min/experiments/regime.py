@@ -382,8 +382,6 @@ def _missing(world: MathWorld, device, dtype) -> tuple[Any, str | None]:
 
 @dataclass(frozen=True)
 class Config(parameters.Measured):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "11_regime"
 
     n_samples: int = shared("n_samples", 24,

@@ -470,8 +470,6 @@ def paper_table(m: Measurement, paper: dict) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class Config(parameters.Claim):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "09_trajectory_speculation"
 
     n_samples: int = parameters.shared("n_samples", 8,

@@ -138,8 +138,6 @@ def run_key(claim_id: str, seed: int, name: str) -> str:
 
 @dataclass(frozen=True)
 class Config(parameters.Config):
-    """The page's parameters (``NOTEBOOK``); its cell is ``Config.cell()``."""
-
     NOTEBOOK: ClassVar[str] = "10_seeds"
 
     world: str = shared("world", note="the claims are rerun in it")
