@@ -196,8 +196,14 @@ def test_one_look_without_the_rule_and_bad_plans_refused():
     _, looks = sequential.run("C5", lambda cfg: _c5_values(0.0, 0.3), Once(7),
                               lambda r: r, _registry([10, 20]))
     assert (looks.n, looks.stopped, looks.level) == (7, sequential.ONE_LOOK, 0.95)
-    with pytest.raises(ValueError, match="starts at the rule's first size, 10"):
-        sequential.run("C5", lambda cfg: {}, _Cfg(7), lambda r: r, _registry([10, 20]))
+    # a user's own size with the rule on: one look at that size, and the note says why
+    seen = []
+    _, looks = sequential.run(
+        "C5", lambda cfg: seen.append(cfg.n_samples) or _c5_values(0.0, 0.3), _Cfg(7),
+        lambda r: r, _registry([10, 20]))
+    assert seen == [7]
+    assert (looks.n, looks.stopped, looks.level) == (7, sequential.ONE_LOOK, 0.95)
+    assert "n_samples = 7 is not the sequential rule's first size, 10" in looks.note()
     with pytest.raises(ValueError, match="must grow"):
         sequential.plan("C5", _registry([20, 10]))
     with pytest.raises(ValueError, match="more than 0.05"):

@@ -14,7 +14,9 @@ level, the two intervals the claim's deciding comparison rests on (the
 registry's ``power:`` sides), and every look's line (``Looks.table``).
 
 A page run with ``sequential: false`` (every default, and the seed page's
-reruns) measures once, at its own sizes and at 95 %.
+reruns), or with ``n_samples`` other than the rule's first size (a user's own
+size in the math world), measures once, at its own sizes and at 95 %, and its
+note says why.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class Looks:
     config: Any  # the stopping look's config
     planned: int = 1  # the looks the rule plans
     rows: list[dict] = field(default_factory=list)
+    reason: str = "no sequential rule in this run"  # why one look (ONE_LOOK)
 
     def values(self) -> dict[str, Any]:
         """The page's glue values: ``<c>_seq_n``, ``_seq_level``, ``_seq_looks``,
@@ -85,7 +88,7 @@ class Looks:
         """One sentence: the size the verdict rests on and why the run stopped."""
         if self.stopped == ONE_LOOK:
             return (f"measured once, on {self.n} questions, with 95 % intervals "
-                    "(no sequential rule in this run)")
+                    f"({self.reason})")
         why = ("its verdict was decided" if self.stopped == DECIDED
                else "the cap was reached with the verdict still inconclusive")
         return (f"the sequential rule stopped at look {len(self.rows)} of "
@@ -114,7 +117,13 @@ def run(claim_id: str, measure_at: Callable[[Any], Any], config,
     measures the page at ``cfg``; ``rule_values(result)`` gives the values the
     claim's rule reads. Without ``config.sequential`` one look at ``config``."""
     registry = registry or claims.load_registry()
-    if not getattr(config, "sequential", False):
+    first = (plan(claim_id, registry)["sizes"][0]
+             if getattr(config, "sequential", False) else None)
+    if first is None or config.n_samples != first:
+        # no rule, or a size of the user's own: one look at it, at 95 %
+        reason = ("no sequential rule in this run" if first is None else
+                  f"n_samples = {config.n_samples} is not the sequential rule's "
+                  f"first size, {first}: the rule applies to its own sizes only")
         t0 = time.perf_counter()
         result = measure_at(config)
         seconds = time.perf_counter() - t0
@@ -129,12 +138,8 @@ def run(claim_id: str, measure_at: Callable[[Any], Any], config,
                    separated=sep, verdict=claims.verdict(claim_id, values, registry),
                    seconds=seconds)
         return result, Looks(claim_id, config.n_samples, stats.current_level(),
-                             ONE_LOOK, config.n_samples, config, 1, [row])
+                             ONE_LOOK, config.n_samples, config, 1, [row], reason)
     p = plan(claim_id, registry)
-    if config.n_samples != p["sizes"][0]:
-        raise ValueError(f"{claim_id}: a sequential run starts at the rule's first "
-                         f"size, {p['sizes'][0]} questions (book/claims.yml power: "
-                         f"sequential:), not n_samples = {config.n_samples}")
     rows, result, cfg, level = [], None, config, stats.current_level()
     with reuse.session() as memo:
         for k, (n, spent) in enumerate(zip(p["sizes"], p["spend"], strict=True)):
