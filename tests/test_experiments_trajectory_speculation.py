@@ -277,11 +277,11 @@ def test_targets_are_read_from_the_registry():
 
 
 def test_answer_scorer_reads_the_math_worlds_answers():
-    from dlmspec_min.worlds import MATH
+    from dlmspec_min.worlds import MATH, get_world
 
     tok = MATH.tokenizer()
-    assert tr.answer_scorer("brown", tok, 2, 0) is None
-    score = tr.answer_scorer("questions", tok, 2, 0)
+    assert tr.answer_scorer(get_world("prose"), tok, 2, 0) is None
+    score = tr.answer_scorer(MATH, tok, 2, 0)
     answers = MATH.answers(2, seed=0)
     right = [tok.encode(f"#### {a}", add_special_tokens=False) for a in answers]
     width = max(map(len, right))

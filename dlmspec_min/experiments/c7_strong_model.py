@@ -516,10 +516,17 @@ def measure(
         "best": best,
     }
 
-    # the bar's interval and the paper's own bar, as context for the verdict
+    values |= bar_context(values, alpha_lo, alpha_hi, paper_ratio, tau_paper)
+    return Measurement(values, tables, arrays)
+
+
+def bar_context(values: dict, alpha_lo: float, alpha_hi: float, paper_ratio: float,
+                tau_paper: float) -> dict:
+    """The bar's interval and the paper's own bar, as context for the verdict,
+    from the page's ``values`` so far and alpha_SID's interval."""
     tau_lo, tau_hi = values["c7_tau_acc_large_lo"], values["c7_tau_acc_large_hi"]
     a_paper, short_paper, paper_note = win_condition.paper_bar(tau_paper, alpha_hi)
-    values |= {
+    return {
         "c7_bar_note": win_condition.bar_note(alpha_lo, alpha_hi, tau_lo, tau_hi),
         "c7_paper_bar_alpha_star": a_paper,
         "c7_paper_bar_shortfall_lo": short_paper,
@@ -527,9 +534,8 @@ def measure(
         "c7_ratio_words": ratio_words(
             values["c7_det_ratio"], values["c7_det_ratio_lo"], paper_ratio
         ),
-        "c7_alpha_words": alpha_words(alpha_hi, a_star),
+        "c7_alpha_words": alpha_words(alpha_hi, values["c7_alpha_star_large"]),
     }
-    return Measurement(values, tables, arrays)
 
 
 # --- figures --------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from ..decoding.speculate import (
 )
 from ..measures import bench, stats
 from ..measures import judge as judges
+from ..worlds import World
 from . import parameters
 from .common import Measurement, Models
 
@@ -400,18 +401,15 @@ def targets(checks: dict) -> dict:
             "goal_gain": float(found.group(1))}
 
 
-def answer_scorer(prompt_source: str, tokenizer, n: int, seed: int):
-    """generated (n, G) -> (n,) 0/1 answer correctness where the prompts are the
-    math world's questions (``prompt_source="questions"``, drawn with ``seed``,
-    as ``plumbing.prompt_sources.make_prompts`` draws them); None elsewhere (the
-    judge's figures are the quality there)."""
-    from ..plumbing.prompt_sources import QUESTIONS, parse_source
-    from ..worlds import MATH
-
-    if parse_source(prompt_source) != QUESTIONS:
+def answer_scorer(world: World, tokenizer, n: int, seed: int):
+    """generated (n, G) -> (n,) 0/1 answer correctness where ``world``'s prompts
+    have answers (a math world's held-out questions, the first ``n`` drawn with
+    ``seed``, as the page draws its prompts); None elsewhere (the judge's figures
+    are the quality there)."""
+    answers = world.answers(n, seed=seed)
+    if answers is None:
         return None
-    answers = MATH.answers(n, seed=seed)
-    return lambda generated: MATH.answer_correct(tokenizer, generated, answers)
+    return lambda generated: world.answer_correct(tokenizer, generated, answers)
 
 
 def against(value: float, target: float) -> str:
