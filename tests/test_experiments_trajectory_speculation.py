@@ -288,3 +288,16 @@ def test_answer_scorer_reads_the_math_worlds_answers():
     gen = torch.tensor([r + [tok.pad_token_id] * (width - len(r)) for r in right])
     assert score(gen).tolist() == [1.0, 1.0]
     assert score(gen.flip(0)).tolist() == [float(answers[0] == answers[1])] * 2
+
+
+def test_gains_said_give_each_gain_with_its_interval_and_its_standing():
+    v = {"t_gain_traj": 1.691, "t_gain_traj_lo": 1.597, "t_gain_traj_hi": 1.794,
+         "t_gain_fd_thr": 1.651, "t_gain_fd_thr_lo": 1.534, "t_gain_fd_thr_hi": 1.79,
+         "t_equal_fd_thr": 0.9375, "t_gain_fd_one": 0.68, "t_gain_fd_one_lo": 0.57,
+         "t_gain_fd_one_hi": 0.79, "t_equal_fd_one": 0.9062}
+    said = tr.gains_said(v, {"paper_gain": 4.3 / 2.6, "goal_gain": 2.0})
+    assert said["t_gain_traj_said"] == ("1.69 [1.60, 1.79]x (at or above the paper's "
+                                        "1.65x, below our goal 2.0x)")
+    assert said["t_gain_fd_thr_said"] == ("1.65 [1.53, 1.79]x, token-equal to the "
+                                          "base on 94%")
+    assert said["t_gain_fd_one_said"].startswith("0.68 [0.57, 0.79]x, token-equal")

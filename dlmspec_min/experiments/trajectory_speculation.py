@@ -401,6 +401,25 @@ def targets(checks: dict) -> dict:
             "goal_gain": float(found.group(1))}
 
 
+def gains_said(values: dict, goals: dict) -> dict:
+    """The page's gains in words, each with its interval, for the table of
+    worlds: ours against the paper's gain and our goal (``targets``), and each
+    peer's with its token-equal share."""
+    def said(key):
+        return stats.with_interval(values[f"t_gain_{key}"], values[f"t_gain_{key}_lo"],
+                                   values[f"t_gain_{key}_hi"]) + "x"
+
+    gain = values["t_gain_traj"]
+    return {
+        "t_gain_traj_said": (
+            f"{said('traj')} ({against(gain, goals['paper_gain'])} the paper's "
+            f"{goals['paper_gain']:.2f}x, {against(gain, goals['goal_gain'])} our "
+            f"goal {goals['goal_gain']:.1f}x)"),
+        **{f"t_gain_{peer}_said": (f"{said(peer)}, token-equal to the base on "
+                                    f"{values[f't_equal_{peer}']:.0%}")
+           for peer in ("fd_one", "fd_thr")}}
+
+
 def answer_scorer(world: World, tokenizer, n: int, seed: int):
     """generated (n, G) -> (n,) 0/1 answer correctness where ``world``'s prompts
     have answers (a math world's held-out questions, the first ``n`` drawn with
