@@ -341,11 +341,10 @@ def _plain(value):
 
 
 @dataclass(frozen=True)
-class Config(parameters.Coded):
+class Config(parameters.Coded, parameters.Sequential):
     NOTEBOOK: ClassVar[str] = "02_anchor_acceptance"
 
     n_samples: int = shared("n_samples", 64, "unconditional (the prompt is [BOS])")
-    sequential: bool = shared("sequential")
     K_sweep: list = shared("K_sweep", [16, 64, 256, 1024])
 
 

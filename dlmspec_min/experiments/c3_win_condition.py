@@ -313,11 +313,10 @@ def gap_note(shortfall: float, h: pd.Series) -> str:
 
 
 @dataclass(frozen=True)
-class Config(parameters.Coded):
+class Config(parameters.Coded, parameters.Sequential):
     NOTEBOOK: ClassVar[str] = "03_win_condition"
 
     n_samples: int = shared("n_samples", 24, "one prompt each; [BOS] alone by default")
-    sequential: bool = shared("sequential")
     prompt_source: str = shared("prompt_source")
     prompt_length: int = shared("prompt_length")
     n_repeats: int = shared("n_repeats")

@@ -202,11 +202,10 @@ def rule_values(res: pd.DataFrame, quality_bound: float) -> dict[str, float]:
 
 
 @dataclass(frozen=True)
-class Config(parameters.Drafted):
+class Config(parameters.Drafted, parameters.Sequential):
     NOTEBOOK: ClassVar[str] = "05_bounded_quality"
 
     n_samples: int = shared("n_samples", 12, "unconditional (the prompt is [BOS])")
-    sequential: bool = shared("sequential")
     judge: str = shared("judge")
     thresholds: list = shared("thresholds", [0.9, 0.5],
                               "the accelerator settings on the frontier")

@@ -245,13 +245,12 @@ def figure_values(figs: dict, diff: pd.DataFrame, n_samples: int, gen_length: in
 
 
 @dataclass(frozen=True)
-class Config(parameters.Coded):
+class Config(parameters.Coded, parameters.Sequential):
     NOTEBOOK: ClassVar[str] = "06_conditional"
 
     world: str = shared("world", note="in math, the prompted side only")
     n_samples: int = shared("n_samples", 16,
                             "per prompt set (prompted: one held-out prompt each)")
-    sequential: bool = shared("sequential")
     prompt_length: int = shared("prompt_length")
     n_train: int = 512
     prompt_seed: int = param(0, "seed of the held-out prompt set (fixed across builds)")

@@ -298,14 +298,13 @@ def check_sizes(n_tau: int, n_samples: int) -> None:
 
 
 @dataclass(frozen=True)
-class Config(parameters.Coded):
+class Config(parameters.Coded, parameters.Sequential):
     NOTEBOOK: ClassVar[str] = "07_strong_model"
 
     large_model: str = shared("large_model")
     small_model: str = shared("small_model")
     n_samples: int = shared("n_samples", 32,
                             "unconditional, of the large target (its content anchors)")
-    sequential: bool = shared("sequential")
     n_windows: int = param(64, "held-out Brown windows measured (of 256)")
     n_positions: int = param(16,
         "content/function positions measured per window (0: all)")

@@ -278,6 +278,14 @@ class Drafted(Sampled):
 
 
 @dataclasses.dataclass(frozen=True)
+class Sequential(Config):
+    """A claim page the sequential rule may grow in looks (``plumbing.sequential``,
+    ``book/claims.yml`` power: sequential:); a base beside the others."""
+
+    sequential: bool = shared("sequential")
+
+
+@dataclasses.dataclass(frozen=True)
 class Coded(Drafted):
     """A claim page that trains SID heads and averages over codebooks."""
 
