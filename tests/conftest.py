@@ -137,3 +137,25 @@ def model_without_tokenizer(tmp_path):
                     max_position_embeddings=16)
     DLMForMaskedDiffusion(cfg).save_pretrained(tmp_path / "m")
     return str(tmp_path / "m")
+
+
+@pytest.fixture(scope="module")
+def tiny_math_pair(tmp_path_factory):
+    """The math world's small target and a tiny random draft sharing its
+    tokenizer (``experiments.common.Models``): claim code in the math world
+    without a trained draft."""
+    from dlmspec_min.decoding.denoisers import load_denoiser
+    from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+    from dlmspec_min.experiments.common import Models
+    from dlmspec_min.training import train_math
+    from dlmspec_min.worlds import MATH
+
+    den, tok = load_denoiser(MATH.draft)
+    path = tmp_path_factory.mktemp("math_draft")
+    torch.manual_seed(1)
+    DLMForMaskedDiffusion(DLMConfig(
+        vocab_size=den.vocab_size, hidden_size=8, intermediate_size=16,
+        num_hidden_layers=1, num_attention_heads=2,
+        max_position_embeddings=train_math.SEQ_LEN)).save_pretrained(path)
+    tok.save_pretrained(path)
+    return Models(den, load_denoiser(str(path))[0], tok)

@@ -35,23 +35,6 @@ def math_small():
     return load_denoiser(MATH.draft)
 
 
-@pytest.fixture(scope="module")
-def tiny_math_pair(math_small, tmp_path_factory):
-    from dlmspec_min.decoding.denoisers import load_denoiser
-    from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
-    from dlmspec_min.experiments.common import Models
-
-    den, tok = math_small
-    path = tmp_path_factory.mktemp("math_draft")
-    torch.manual_seed(1)
-    DLMForMaskedDiffusion(DLMConfig(
-        vocab_size=den.vocab_size, hidden_size=8, intermediate_size=16,
-        num_hidden_layers=1, num_attention_heads=2,
-        max_position_embeddings=train_math.SEQ_LEN)).save_pretrained(path)
-    tok.save_pretrained(path)
-    return Models(den, load_denoiser(str(path))[0], tok)
-
-
 def _same_keys(math_result, prose_result):
     assert list(math_result.values) == list(prose_result.values)
 

@@ -17,27 +17,9 @@ from dlmspec_min.measures import reuse, stats
 from dlmspec_min.measures.order import row_generators
 from dlmspec_min.plumbing import claims, sequential
 from dlmspec_min.ssld import accelerators
-from dlmspec_min.training import train_math
 from dlmspec_min.worlds import MATH
 
 G = 16
-
-
-@pytest.fixture(scope="module")
-def tiny_math_pair(tmp_path_factory):
-    from dlmspec_min.decoding.denoisers import load_denoiser
-    from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
-    from dlmspec_min.experiments.common import Models
-
-    den, tok = load_denoiser(MATH.draft)
-    path = tmp_path_factory.mktemp("math_draft")
-    torch.manual_seed(1)
-    DLMForMaskedDiffusion(DLMConfig(
-        vocab_size=den.vocab_size, hidden_size=8, intermediate_size=16,
-        num_hidden_layers=1, num_attention_heads=2,
-        max_position_embeddings=train_math.SEQ_LEN)).save_pretrained(path)
-    tok.save_pretrained(path)
-    return Models(den, load_denoiser(str(path))[0], tok)
 
 
 def _same(a, b):
