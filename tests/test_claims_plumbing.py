@@ -283,6 +283,22 @@ def test_the_power_reading_of_a_world_and_its_note_on_the_claim_page():
     math_note = notes[1]
     assert f"about {claims.power_reading('C3', close, [38], reg)['needed']} samples" \
         in math_note and "(this run: n_samples 38)" in math_note
+    # a mean over codebooks: the note sizes questions and codebooks apart
+    books = {**close, "c3_alpha_questions_share": 0.02, "c3_n_codebooks": 5}
+    wide = claims.power_reading("C3", {**books, "c3_alpha_spread": 0.3}, [20], reg)
+    assert wide["needed"] is None and wide["codebooks"] == 5
+    words = claims_dashboard._sizes_words(wide, "n_samples 20", 0.8)
+    assert "at this run's 5 codebooks no number of samples" in words
+    assert (f"about {wide['codebooks_needed']} codebooks would" in words
+            if wide["codebooks_needed"] else f"about {wide['both'][0]} samples "
+            f"with {wide['both'][1]} codebooks would" in words)
+    small = claims.power_reading("C3", {**books, "c3_alpha_spread": 0.01}, [20], reg)
+    assert isinstance(small["needed"], int) and small["codebooks"] == 5
+    assert "would be expected to separate them at its 5 codebooks" in \
+        claims_dashboard._sizes_words(small, "n_samples 20", 0.8)
+    one = claims.power_reading("C3", {**books, "c3_alpha_spread": float("nan"),
+                                      "c3_n_codebooks": 1}, [20], reg)
+    assert one["codebooks"] is None and one["needed"] == q["needed"]  # as before
     nan = {**apart, "c3_alpha_hi": float("nan")}
     row = {"id": "C3", "verdict": "inconclusive", "values": nan}
     (note,) = claims_dashboard._power_notes(row, reg, "C3", ["prose"])

@@ -15,6 +15,7 @@ from dlmspec_min.decoding.config import DecodeConfig
 from dlmspec_min.decoding.decode import generate
 from dlmspec_min.decoding.denoisers import Denoiser
 from dlmspec_min.decoding.modeling import DLMConfig, DLMForMaskedDiffusion
+from dlmspec_min.measures import stats
 from dlmspec_min.measures.order import row_generators
 from dlmspec_min.measures.tagger import CONTENT, FUNCTION, Lexicon
 from dlmspec_min.ssld import (
@@ -445,6 +446,15 @@ def test_codebooks_rebuild_ids_and_head_per_seed_and_pool_over_them(tiny):
         assert pooled.loc[name, "highest"] == pytest.approx(max(per))
         row = pooled.loc[name]
         assert row["low"] <= row["alpha"] <= row["high"]
+        # the two parts of its width that measures.power sizes apart
+        assert row[codebooks.SPREAD] == pytest.approx(np.std(per, ddof=1))
+        hits = np.stack([codebooks.sid_hits(books[s].preds[name], tokens, anchors,
+                                            books[s].sid)[0] for s in (3, 0)])
+        _, trials = codebooks.per_sequence(anchors, anchors)
+        _, lo, hi = stats.ratio_bootstrap(hits.mean(0), trials, 200, 0, level=0.95)
+        assert row[codebooks.QUESTIONS_SHARE] == pytest.approx((hi - lo) / 2)
+    one = codebooks.pooled_acceptance({0: books[0]}, tokens, anchors, 200, 0)
+    assert one[codebooks.SPREAD].isna().all()  # one codebook: no spread to measure
     best = codebooks.best_pooled_draft(pooled)
     assert best in drafting.DRAFT_NAMES
     drafts = pooled.loc[list(drafting.DRAFT_NAMES), "alpha"]

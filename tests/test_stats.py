@@ -197,3 +197,46 @@ def test_size_to_separate_follows_its_closed_form():
     assert not power.separated(a, b)
     with pytest.raises(ValueError, match="sizes must be ints"):
         power.size_to_separate(a, b, 0)
+
+
+def test_sizes_count_the_codebooks_spread_that_questions_leave_as_it_is():
+    """A mean over codebooks: its questions' share shrinks with questions, its
+    codebooks' share only with codebooks (measures/power.py)."""
+    from dlmspec_min.measures import power
+
+    a, b = (0.87, 0.82, 0.92), (0.79, 0.73, 0.84)  # gap 0.08, facing 0.05 and 0.05
+    z, Z = 0.8416212335729143, power.Z95
+
+    def clears(h1, h2):
+        return 0.08 >= h1 + h2 + z * (h1**2 + h2**2) ** 0.5 / Z
+
+    assert power.codebook_share(0.05, 4) == pytest.approx(Z * 0.05 / 2)
+    assert power.codebook_share(float("nan"), 1) == 0.0  # one codebook: unknown
+    # with no codebooks' share the search finds the closed form's size
+    assert power.size_to_separate(a, b, 12, shares_a=(0.05, 0.0)) == \
+        power.size_to_separate(a, b, 12) == 32
+    # a codebooks' share: more questions needed, and it is the smallest that clears
+    n = power.size_to_separate(a, b, 12, shares_a=(0.04, 0.03))
+    assert n > 32
+    assert clears(np.hypot(0.04 * (12 / n) ** 0.5, 0.03), 0.05 * (12 / n) ** 0.5)
+    m = n - 1
+    assert not clears(np.hypot(0.04 * (12 / m) ** 0.5, 0.03), 0.05 * (12 / m) ** 0.5)
+    # a share as wide as the gap: no number of questions would do
+    assert power.size_to_separate(a, b, 12, shares_a=(0.01, 0.08)) is None
+    # ... but codebooks would, on the same questions, if the questions' shares
+    # are narrow enough; the smallest number that clears
+    narrow = (0.87, 0.86, 0.88), (0.79, 0.785, 0.795)
+    k = power.codebooks_to_separate(*narrow, 5, (0.01, 0.08))
+    assert k is not None and k > 5
+    assert clears(np.hypot(0.01, 0.08 * (5 / k) ** 0.5), 0.005)
+    assert not clears(np.hypot(0.01, 0.08 * (5 / (k - 1)) ** 0.5), 0.005)
+    assert power.codebooks_to_separate(a, b, 5, (0.01, 0.08)) is None  # b too wide
+    # neither alone: both together, twice the questions infinite codebooks need
+    both = power.both_to_separate(a, b, 12, 5, (0.04, 0.08))
+    base = power.size_to_separate(a, b, 12, shares_a=(0.04, 0.0))
+    assert both[0] == 2 * base
+    s = (12 / both[0]) ** 0.5
+    assert clears(np.hypot(0.04 * s, 0.08 * (5 / both[1]) ** 0.5), 0.05 * s)
+    assert power.both_to_separate(a, a, 12, 5, (0.04, 0.08)) is None  # no gap
+    with pytest.raises(ValueError, match="n_codebooks"):
+        power.codebooks_to_separate(a, b, 0, (0.01, 0.02))

@@ -169,12 +169,10 @@ def _power_notes(row, registry: dict, claim_id: str, worlds) -> list[str]:
             verdict = "an interval is not finite here: no size can be computed"
         elif p["separated"]:
             verdict = "they do not overlap: this comparison is decided"
-        elif p["needed"] is None:
+        elif p["a"][0] == p["b"][0]:
             verdict = "they overlap and their estimates coincide: no size decides"
         else:
-            verdict = (f"they overlap; about {p['needed']} samples (this run: "
-                       f"{ran}) would be expected to separate them ({level:.0%} "
-                       "power, if the gap seen here is the true one)")
+            verdict = _sizes_words(p, ran, level)
         la, lb = p["labels"]
         seq = values.get(f"{claim_id.lower()}_seq_note")
         seq = f" Size: {seq}." if isinstance(seq, str) and seq else ""
@@ -184,6 +182,30 @@ def _power_notes(row, registry: dict, claim_id: str, worlds) -> list[str]:
                    f"{html.escape(_interval(p['b']))}; {html.escape(verdict)}."
                    f"{html.escape(seq)}</small></p>")
     return out
+
+
+def _sizes_words(p: dict, ran: str, level: float) -> str:
+    """What would separate two overlapping intervals (``claims.power_reading``):
+    samples, and where one side is a mean over codebooks, samples at the run's
+    codebooks and codebooks at the run's samples."""
+    power = f"{level:.0%} power, if the gap seen here is the true one"
+    books = p.get("codebooks")
+    if not books:
+        return (f"they overlap; about {p['needed']} samples (this run: {ran}) would "
+                f"be expected to separate them ({power})")
+    samples = (f"about {p['needed']} samples (this run: {ran}) would be expected "
+               f"to separate them at its {books} codebooks"
+               if p["needed"] is not None else
+               f"at this run's {books} codebooks no number of samples would be "
+               "expected to separate them (the spread between codebooks, which "
+               "more samples leave as it is, is too wide)")
+    more = (f"about {p['codebooks_needed']} codebooks would on this run's samples"
+            if p.get("codebooks_needed") is not None else
+            "no number of codebooks would on this run's samples")
+    if p.get("both"):
+        more += (f"; together, about {p['both'][0]} samples with "
+                 f"{p['both'][1]} codebooks would")
+    return f"they overlap; {samples}; {more} ({power})"
 
 
 def _sizes_notes(notebook: str, worlds) -> list[str]:

@@ -174,6 +174,8 @@ def acceptance_values(pooled: pd.DataFrame, pooled_piece: pd.DataFrame,
     v["c2_n_codebooks"] = int(pooled["codebooks"].iloc[0])
     for suffix, col in zip(["sid", "lo", "hi"], CI, strict=True):
         v[f"c2_alpha_{suffix}"] = pooled.loc[best, col]
+    v["c2_alpha_spread"] = pooled.loc[best, codebooks.SPREAD]
+    v["c2_alpha_questions_share"] = pooled.loc[best, codebooks.QUESTIONS_SHARE]
     v["c2_alpha_first_codebook"] = table.loc[best, "alpha"]
     for suffix, col in zip(["sid_piece", "piece_lo", "piece_hi"], CI, strict=True):
         v[f"c2_alpha_{suffix}"] = pooled_piece.loc[best, col]

@@ -93,6 +93,8 @@ def acceptance(books: dict, target, tokens: torch.Tensor, anchors: torch.Tensor,
     values = {
         "c3_n_codebooks": len(books), "c3_alpha": alpha, "c3_alpha_lo": alpha_lo,
         "c3_alpha_hi": alpha_hi, "c3_c": table.loc[best, COST],
+        "c3_alpha_spread": table.loc[best, codebooks.SPREAD],
+        "c3_alpha_questions_share": table.loc[best, codebooks.QUESTIONS_SHARE],
         "c3_gamma": anchors.sum(1).double().mean().item(),  # anchors verified per pass
         "c3_shortfall": short.value, "c3_shortfall_is_bound": int(short.lower_bound),
         "c3_shortfall_lo": a_star / alpha_hi,  # at the upper end of alpha's interval

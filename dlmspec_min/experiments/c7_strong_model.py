@@ -398,6 +398,8 @@ def ssld_on_large(large, draft_den, tok_l, world: World, scored: codebooks.Score
         "c7_alpha_sid_large": alpha,
         "c7_alpha_lo_large": alpha_lo,
         "c7_alpha_hi_large": alpha_hi,
+        "c7_alpha_spread_large": table.loc[best, codebooks.SPREAD],
+        "c7_alpha_questions_share_large": table.loc[best, codebooks.QUESTIONS_SHARE],
         "c7_shortfall_large": short.value,
         "c7_shortfall_is_bound": int(short.lower_bound),
         "c7_target_first_pass_large": fp["alpha"],

@@ -334,8 +334,13 @@ def measure_setting(models, world: MathWorld, config: Config, *, n_codebooks: in
             1 - 1 / v3["c3_tau_acc_hi"])
     alpha = (v3["c3_alpha"], v3["c3_alpha_lo"], v3["c3_alpha_hi"])
     c3_verdict = verdict("C3", v3)
-    decide = (power.size_to_separate(alpha, star, n_samples)
-              if c3_verdict == INCONCLUSIVE else None)  # NaN: decided already
+    books, spread = v3["c3_n_codebooks"], v3["c3_alpha_spread"]
+    shares = ((v3["c3_alpha_questions_share"], power.codebook_share(spread, books))
+              if books >= 2 and math.isfinite(spread) else None)  # claims.yml: power
+    decide = math.nan  # decided already
+    if c3_verdict == INCONCLUSIVE:  # inf: no number of questions at these codebooks
+        decide = power.size_to_separate(alpha, star, n_samples, shares_a=shares)
+        decide = math.inf if decide is None else float(decide)
     acc = c3.tables["accelerators"]
     glue_bits, content_bits = freedom_bits(world, n_samples, seed)
     gain = traj_gain(c3, n_bootstrap, seed)
@@ -359,7 +364,7 @@ def measure_setting(models, world: MathWorld, config: Config, *, n_codebooks: in
         "c3_verdict": c3_verdict,
         "c4_verdict": c4_verdict,
         "id_bits": id_bits, "majority_chance": majority, "n_ids": k_ids,
-        "decide_n": math.nan if decide is None else float(decide),
+        "decide_n": decide,
         **information_bits(c3.arrays["anchor_information"], n_bootstrap, seed),
         "neglog_alpha": (math.nan if not np.isfinite(v3["c3_alpha"])
                          else -math.log2(v3["c3_alpha"]) if v3["c3_alpha"] > 0
@@ -529,7 +534,8 @@ def shown_table(table: pd.DataFrame) -> pd.DataFrame:
                         ("target: arithmetic", 2), ("target: ended", 2)):
         out[col] = [f"{float(x):.{digits}f}" for x in out[col]]
     out["questions to decide C3"] = [
-        f"{float(x):.0f}" if np.isfinite(float(x)) else "—"
+        f"{float(x):.0f}" if np.isfinite(float(x)) else
+        "none at these codebooks" if float(x) == math.inf else "—"
         for x in out["questions to decide C3"]]
     return out.T.map(lambda x: "—" if isinstance(x, str) and x == "nan" else x)
 

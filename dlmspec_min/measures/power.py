@@ -14,6 +14,18 @@ to separate, with probability ``power``, when
 the two half-widths and, with that probability, the estimate's own noise
 (the gap's standard error, ``sqrt(h1**2 + h2**2) / 1.96`` at ``n0``). This
 takes the gap measured so far for the true one; a smaller true gap needs more.
+
+Not every part of a half-width shrinks with questions. alpha_SID is the mean
+over S codebooks (seeded k-means IDs and draft heads), and its interval also
+resamples the codebooks (``stats.seed_pooled_rate``): the spread between them
+gives it a share ``c = 1.96 * sd / sqrt(S)`` (``codebook_share``) that more
+questions leave as it is. Given that share and the questions' own ``q`` (the
+half-width of a bootstrap over questions alone, the codebooks held fixed:
+``codebooks.pooled_acceptance``), its half-width at ``n`` questions and ``S'``
+codebooks is ``sqrt(q**2 * n0 / n + c**2 * S / S')``; the condition above is
+then solved by search, and no number of questions may do
+(``size_to_separate`` returns None), where ``codebooks_to_separate`` asks how
+many codebooks would, on the same questions.
 """
 
 from __future__ import annotations
@@ -39,8 +51,75 @@ def separated(a: tuple[float, float, float], b: tuple[float, float, float]) -> b
     return a[1] > b[2] or b[1] > a[2]
 
 
+def codebook_share(spread: float, n_codebooks: int) -> float:
+    """The part of a 95 % half-width that the spread between ``n_codebooks``
+    codebooks gives a mean over them (``spread``: the standard deviation of the
+    single codebooks' rates): 1.96 * spread / sqrt(n_codebooks); 0 when the
+    spread is unknown (one codebook, or not finite)."""
+    if not (isinstance(n_codebooks, int) and n_codebooks >= 1):
+        raise ValueError(f"n_codebooks must be an int >= 1, got {n_codebooks!r}")
+    if not math.isfinite(spread) or spread < 0:
+        return 0.0
+    return Z95 * spread / math.sqrt(n_codebooks)
+
+
+def _clears(gap: float, h1: float, h2: float, z: float) -> bool:
+    """The module's condition: the gap clears both half-widths and, with the
+    stated power, the gap's own noise."""
+    return gap >= h1 + h2 + z * math.sqrt(h1**2 + h2**2) / Z95
+
+
+def _smallest(ok, limit: int = 10**9) -> int | None:
+    """The smallest integer m >= 1 with ok(m), for ok monotone in m; None when
+    even ``limit`` fails."""
+    if not ok(limit):
+        return None
+    lo, hi = 0, 1
+    while not ok(hi):
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:  # ok(hi), not ok(lo) (or lo = 0)
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+def _checked(a, b, power: float, level: float):
+    """(gap, h1, h2, widen, z) for two sides, or None when no size decides."""
+    if not 0.5 <= power < 1:
+        raise ValueError(f"power must lie in [0.5, 1), got {power!r}")
+    if not all(math.isfinite(x) for x in (*a, *b)):
+        return None
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    gap, h1, h2 = facing(a, b)
+    if gap <= 0:
+        return None
+    widen = NormalDist().inv_cdf(1 - (1 - level) / 2) / Z95
+    return gap, h1 * widen, h2 * widen, widen, NormalDist().inv_cdf(power)
+
+
+def codebooks_to_separate(a, b, n_codebooks: int, shares_a: tuple[float, float],
+                          power: float = 0.8, level: float = 0.95) -> int | None:
+    """Codebooks at which the intervals of ``a`` (a mean over ``n_codebooks``
+    codebooks, its 95 % half-width's two shares ``shares_a`` = (questions',
+    codebooks') as in ``size_to_separate``) and ``b`` (no codebooks) are
+    expected to separate with probability ``power``, on the same questions;
+    None when no number of codebooks would (the questions' shares alone are
+    too wide) or the estimates coincide."""
+    if not (isinstance(n_codebooks, int) and n_codebooks >= 1):
+        raise ValueError(f"n_codebooks must be an int >= 1, got {n_codebooks!r}")
+    got = _checked(a, b, power, level)
+    if got is None:
+        return None
+    gap, _, h2, widen, z = got
+    q1, c1 = (max(float(x), 0.0) * widen for x in shares_a)
+    return _smallest(lambda m: _clears(
+        gap, math.hypot(q1, c1 * math.sqrt(n_codebooks / m)), h2, z))
+
+
 def size_to_separate(a, b, n_a: int, n_b: int | None = None,
-                     power: float = 0.8, level: float = 0.95) -> int | None:
+                     power: float = 0.8, level: float = 0.95,
+                     shares_a: tuple[float, float] | None = None) -> int | None:
     """Questions ``n`` at which the intervals of ``a`` and ``b`` (each (value,
     low, high), measured on ``n_a`` and ``n_b`` questions) are expected to
     separate with probability ``power`` when both are measured on ``n``; None
@@ -52,26 +131,26 @@ def size_to_separate(a, b, n_a: int, n_b: int | None = None,
 
     Each half-width ``h`` at ``n`` is ``h * sqrt(n_side / n)``, so the module's
     condition solves to ``sqrt(n) = (sum h sqrt(n_side) + z sqrt(sum h**2
-    n_side) / 1.96) / gap``."""
+    n_side) / 1.96) / gap``. ``shares_a``: ``a``'s 95 % half-width as two
+    shares, (the questions', the codebooks' (``codebook_share``)), in place of
+    its interval's; ``a``'s half-width at ``n`` is then ``sqrt(q**2 * n_a / n +
+    c**2)``, the size is found by search, and None also means that no number
+    of questions would separate them."""
     n_b = n_a if n_b is None else n_b
     for n in (n_a, n_b):
         if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
             raise ValueError(f"sizes must be ints >= 1, got {n_a!r}, {n_b!r}")
-    if not 0.5 <= power < 1:
-        raise ValueError(f"power must lie in [0.5, 1), got {power!r}")
-    if not all(math.isfinite(x) for x in (*a, *b)):
+    got = _checked(a, b, power, level)
+    if got is None:
         return None
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
-    gap, h1, h2 = facing(a, b)
-    if gap <= 0:
-        return None
-    widen = NormalDist().inv_cdf(1 - (1 - level) / 2) / Z95
-    h1, h2 = h1 * widen, h2 * widen
-    z = NormalDist().inv_cdf(power)
-    root = (h1 * math.sqrt(n_a) + h2 * math.sqrt(n_b)
-            + z * math.sqrt(h1**2 * n_a + h2**2 * n_b) / Z95) / gap
-    return max(1, math.ceil(root**2))
+    gap, h1, h2, widen, z = got
+    if shares_a is None:
+        root = (h1 * math.sqrt(n_a) + h2 * math.sqrt(n_b)
+                + z * math.sqrt(h1**2 * n_a + h2**2 * n_b) / Z95) / gap
+        return max(1, math.ceil(root**2))
+    q1, c1 = (max(float(x), 0.0) * widen for x in shares_a)
+    return _smallest(lambda n: _clears(gap, math.hypot(q1 * math.sqrt(n_a / n), c1),
+                                       h2 * math.sqrt(n_b / n), z))
 
 
 def allocate(first: dict[str, int], needed: dict[str, int], seconds: dict[str, float],
@@ -94,3 +173,26 @@ def allocate(first: dict[str, int], needed: dict[str, int], seconds: dict[str, f
         caps[c] = n if n > first[c] else first[c]
         left = 0.0 if n > first[c] else left
     return {c: caps[c] for c in needed}
+
+
+def both_to_separate(a, b, n: int, n_codebooks: int, shares_a: tuple[float, float],
+                     power: float = 0.8, level: float = 0.95) -> tuple[int, int] | None:
+    """(samples, codebooks) that together are expected to separate the
+    intervals where neither alone would: twice the samples that would do with
+    the codebooks' spread gone (``size_to_separate`` with a codebooks' share of
+    0), and the codebooks that then do (``codebooks_to_separate`` at that
+    size). ``a``, ``b``, ``shares_a`` as there, both sides measured on ``n``;
+    None when the estimates coincide."""
+    base = size_to_separate(a, b, n, power=power, level=level,
+                            shares_a=(shares_a[0], 0.0))
+    if base is None:
+        return None
+    grown = 2 * base
+    widen_b = math.sqrt(n / grown)
+    va, la, ha = a
+    vb, lb, hb = b  # b's interval as it would be at the grown size
+    b_grown = (vb, vb - (vb - lb) * widen_b, vb + (hb - vb) * widen_b)
+    books = codebooks_to_separate(a, b_grown, n_codebooks,
+                                  (shares_a[0] * widen_b, shares_a[1]),
+                                  power=power, level=level)
+    return (grown, books) if books is not None else None

@@ -252,8 +252,13 @@ def power_reading(claim_id: str, values: dict[str, Any], sizes: list[int],
     entry): its two sides as (value, low, high) from ``values``, whether their
     intervals separate, and the questions at which they would be expected to
     (``measures.power.size_to_separate`` at the registry's level, ``sizes``
-    the run's values of the entry's ``size`` parameters); None for a claim
-    without an entry or values without its names."""
+    the run's values of the entry's ``size`` parameters); where the entry
+    names the ``shares`` of a mean over codebooks, the size counts them
+    (None: no number of questions would do at the run's ``codebooks``), and
+    ``codebooks_needed`` says how many codebooks would on the run's
+    questions, and where neither alone would, ``both`` the (questions,
+    codebooks) of ``power.both_to_separate``. None for a claim without an
+    entry or values without its names."""
     from ..measures import power
 
     registry = registry or load_registry()
@@ -265,10 +270,37 @@ def power_reading(claim_id: str, values: dict[str, Any], sizes: list[int],
                 for side in spec["sides"])
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
-    need = power.size_to_separate(a, b, *sizes[:2], power=registry["power"]["level"])
+    level = registry["power"]["level"]
+    shares, books, books_needed, both = _shares(spec, values), None, None, None
+    if shares is not None:  # alpha_SID's width: questions' share, codebooks' share
+        q, spread, books = shares
+        shares = (q, power.codebook_share(spread, books))
+        books_needed = power.codebooks_to_separate(a, b, books, shares, power=level)
+    need = power.size_to_separate(a, b, *sizes[:2], power=level, shares_a=shares)
+    if shares is not None and need is None and books_needed is None:
+        both = power.both_to_separate(a, b, sizes[0], books, shares, power=level)
     return {"a": a, "b": b, "separated": power.separated(a, b), "needed": need,
             "labels": spec.get("labels", ["one side", "the other"]),
-            "sizes": dict(zip(spec["size"], sizes, strict=False))}
+            "sizes": dict(zip(spec["size"], sizes, strict=False)),
+            "codebooks": books, "codebooks_needed": books_needed, "both": both}
+
+
+def _shares(spec: dict, values: dict[str, Any]) -> tuple[float, float, int] | None:
+    """The ``power:`` entry's ``shares`` of its first side, (the questions'
+    share, the codebooks' spread, the number of codebooks), or None where the
+    entry names none or ``values`` lack them or the spread is unknown (one
+    codebook)."""
+    names = spec.get("shares")
+    if not names:
+        return None
+    try:
+        q, spread, books = (values[str(n)] for n in names)
+    except KeyError:
+        return None
+    if not (math.isfinite(float(q)) and math.isfinite(float(spread))
+            and isinstance(books, int) and books >= 2):
+        return None
+    return float(q), float(spread), books
 
 
 def evidence(claim_id: str, values: dict[str, Any],

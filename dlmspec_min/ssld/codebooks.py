@@ -9,6 +9,7 @@ alpha_SID per draft, ``FIRST_PASS`` names the target's own first-pass guess.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -84,6 +85,10 @@ def best_draft_row(table: pd.DataFrame, sid: SemanticIDs, tokens: torch.Tensor,
         "majority-ID rate": majority_chance(sid(tokens)[anchors].cpu().numpy(),
                                             sid.n_clusters),
     }
+
+
+SPREAD = "sd between codebooks"  # pooled_acceptance's two parts of its width
+QUESTIONS_SHARE = "half-width over questions alone"
 
 
 def codebook_seeds(seed: int, n: int) -> list[int]:
@@ -194,7 +199,11 @@ def pooled_acceptance(
     One row per prediction name: ``alpha`` (the mean over codebooks of each
     codebook's rate), ``low``/``high`` (``stats.seed_pooled_rate``: resampling
     codebooks and sequences, united with Clopper-Pearson), the lowest and
-    highest single-codebook rate, and ``codebooks``. ``best_pooled_draft``
+    highest single-codebook rate, ``codebooks``, and the two parts of the
+    interval's width that ``measures.power`` sizes apart: ``SPREAD`` (the
+    standard deviation of the single codebooks' rates, NaN for one codebook)
+    and ``QUESTIONS_SHARE`` (the 95 % half-width of a bootstrap over sequences
+    alone, the codebooks fixed). ``best_pooled_draft``
     picks the draft with the highest pooled alpha (one draft for all codebooks).
     """
     if not books:
@@ -207,9 +216,13 @@ def pooled_acceptance(
                          for b in books.values()])  # (S, B)
         est, lo, hi = stats.seed_pooled_rate(hits, trials, n_boot, seed)
         per = hits.sum(1) / trials.sum()
+        _, q_lo, q_hi = stats.ratio_bootstrap(hits.mean(0), trials, n_boot, seed,
+                                              level=0.95)
         rows.append(dict(prediction=name, alpha=est, low=lo, high=hi,
                          lowest=float(per.min()), highest=float(per.max()),
-                         codebooks=len(books)))
+                         codebooks=len(books),
+                         **{SPREAD: float(per.std(ddof=1)) if len(per) > 1
+                            else math.nan, QUESTIONS_SHARE: (q_hi - q_lo) / 2}))
     return pd.DataFrame(rows).set_index("prediction")
 
 

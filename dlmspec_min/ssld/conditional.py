@@ -53,7 +53,8 @@ DRAFTS = drafting.DRAFT_NAMES
 # the figures of one prompt set that a notebook records (claim_values)
 FIGURE_KEYS = (
     "auc", "auc_lo", "auc_hi", "auc_p", "mean_r_content", "mean_r_function",
-    "alpha_sid", "alpha_lo", "alpha_hi", "target_first_pass", "target_first_pass_lo",
+    "alpha_sid", "alpha_lo", "alpha_hi", "alpha_spread", "alpha_questions_share",
+    "target_first_pass", "target_first_pass_lo",
     "target_first_pass_hi", "chance", "chance_majority", "tau_acc", "tau_acc_lo",
     "tau_acc_hi", "alpha_star", "shortfall", "shortfall_is_bound", "n_anchors",
     "prompt_length", "alpha_sid_piece", "alpha_piece_lo", "alpha_piece_hi",
@@ -257,13 +258,15 @@ def claim_values(fig: KeyFigures, prefix: str = "c6_") -> dict[str, float]:
     ``book/claims.yml`` reads, so ``claims.verdict("C6", ...)`` can be applied
     to any prompt set. The ``E2E_KEYS`` are present only if SSLD was run.
     """
-    fp = fig.acceptance.loc[FIRST_PASS]
+    fp, best = fig.acceptance.loc[FIRST_PASS], fig.acceptance.loc[fig.best_draft]
     v = {
         "auc": fig.order["auc"], "auc_lo": fig.order["auc_lo"],
         "auc_hi": fig.order["auc_hi"], "auc_p": fig.order["p"],
         "mean_r_content": fig.order["mean_content"],
         "mean_r_function": fig.order["mean_function"],
         "alpha_sid": fig.alpha, "alpha_lo": fig.alpha_lo, "alpha_hi": fig.alpha_hi,
+        "alpha_spread": best[codebooks.SPREAD],  # measures.power's two shares
+        "alpha_questions_share": best[codebooks.QUESTIONS_SHARE],
         "target_first_pass": fp["alpha"], "target_first_pass_lo": fp["low"],
         "target_first_pass_hi": fp["high"], "chance": fig.chance,
         "chance_majority": fig.chance_majority,
