@@ -221,6 +221,10 @@ def test_a_checks_table_of_worlds_evaluates_each_worlds_own_rules(tmp_path,
     # the math world's own rules and targets, on its own values
     assert "exact: not met" in r["math"] and "fast 2x: met" in r["math"]  # in words
     assert "fast:" not in r["math"] and "ratio: <b>2.5</b>" in r["math"]
+    reg["checks"]["traj"]["rule_words"] = {"fast_2x": "twice as fast"}
+    r = rows()  # a rule's own words where the registry gives them
+    assert "twice as fast: met" in r["math"] and "fast 2x" not in r["math"]
+    assert "exact: not met" in r["math"]
     reg["checks"]["traj"]["world_figures"]["t_other"] = "never recorded"
     assert "never recorded: <i>not measured</i>" in rows()["math"]
     assert ">stale<" in r["math"] and ">stale<" not in r["prose"]

@@ -262,8 +262,10 @@ def _check_worlds(registry: dict, check_id: str, executed: Path,
                     met = "met" if claims.evaluate(rule, wv) else "not met"
                 except KeyError:
                     met = "not recorded"
+                words = (check.get("rule_words") or {}).get(name,
+                                                            name.replace("_", " "))
                 items.append(f'<span class="check-{met.replace(" ", "-")}">'
-                             f"{html.escape(name.replace('_', ' '))}: {met}</span>")
+                             f"{html.escape(words)}: {met}</span>")
             cells.append("<br>".join(items) or "&mdash;")
         note = (f"<br>{_verdict_span(claims.STALE)}" if w in stale else "")
         out.append(f'<tr data-world="{w}"><td>{title}{note}</td><td>{figures}</td>'
