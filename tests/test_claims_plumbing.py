@@ -299,6 +299,17 @@ def test_the_power_reading_of_a_world_and_its_note_on_the_claim_page():
     one = claims.power_reading("C3", {**books, "c3_alpha_spread": float("nan"),
                                       "c3_n_codebooks": 1}, [20], reg)
     assert one["codebooks"] is None and one["needed"] == q["needed"]  # as before
+    # the landing page names the verdicts that questions alone cannot decide
+    row = {"id": "C3", "notebook": reg["claims"]["C3"]["notebook"], "values": {
+        f"{k}_math": v for k, v in {**books, "c3_alpha_spread": 0.3}.items()}}
+    cells = {"C3": {w: {"verdict": "replicated"} for w in claims.WORLD_SUFFIXES}}
+    assert claims_dashboard._undecided_sentence([row], reg, cells) == ""
+    cells["C3"]["math"]["verdict"] = claims.INCONCLUSIVE
+    said = claims_dashboard._undecided_sentence([row], reg, cells)
+    assert 'data-world="math"' in said and "C3 stays inconclusive" in said
+    assert "spread between codebooks" in said and "(C3)" in said
+    row["values"]["c3_alpha_spread_math"] = 0.01  # questions alone would do
+    assert claims_dashboard._undecided_sentence([row], reg, cells) == ""
     nan = {**apart, "c3_alpha_hi": float("nan")}
     row = {"id": "C3", "verdict": "inconclusive", "values": nan}
     (note,) = claims_dashboard._power_notes(row, reg, "C3", ["prose"])

@@ -152,16 +152,11 @@ def _power_notes(row, registry: dict, claim_id: str, worlds) -> list[str]:
     spec = registry.get("power", {}).get("claims", {}).get(claim_id)
     if spec is None:
         return []
-    notebook = registry["claims"][claim_id]["notebook"]
     level = registry["power"]["level"]
     out = []
     for w in worlds:
         values = claims.world_values(row.get("values") or {}, w)
-        sizes = worldruns.run_sizes(REPO_ROOT / notebook, w, spec["size"])
-        stop = values.get(f"{claim_id.lower()}_seq_n")
-        if isinstance(stop, int) and not isinstance(stop, bool) and stop > 0:
-            sizes = [stop] * len(spec["size"])  # where a sequential run stopped
-        p = claims.power_reading(claim_id, values, sizes, registry)
+        p = _world_reading(claim_id, values, w, registry)
         if p is None:
             continue
         ran = ", ".join(f"{k} {v}" for k, v in p["sizes"].items())
@@ -182,6 +177,61 @@ def _power_notes(row, registry: dict, claim_id: str, worlds) -> list[str]:
                    f"{html.escape(_interval(p['b']))}; {html.escape(verdict)}."
                    f"{html.escape(seq)}</small></p>")
     return out
+
+
+def _world_reading(claim_id: str, values: dict, world: str, registry: dict):
+    """``claims.power_reading`` of a claim in one world, at the sizes its run
+    measured (where a sequential run stopped, its stopping size)."""
+    spec = registry.get("power", {}).get("claims", {}).get(claim_id)
+    if spec is None:
+        return None
+    notebook = registry["claims"][claim_id]["notebook"]
+    sizes = worldruns.run_sizes(REPO_ROOT / notebook, world, spec["size"])
+    stop = values.get(f"{claim_id.lower()}_seq_n")
+    if isinstance(stop, int) and not isinstance(stop, bool) and stop > 0:
+        sizes = [stop] * len(spec["size"])  # where a sequential run stopped
+    return claims.power_reading(claim_id, values, sizes, registry)
+
+
+def _undecided_sentence(rows, registry: dict, cells: dict) -> str:
+    """The landing page's line on the inconclusive verdicts that more questions
+    alone cannot decide, per world: alpha_SID's interval is mostly the spread
+    between its codebooks; what would decide each (``_world_reading``)."""
+    out = []
+    for w in claims.WORLD_SUFFIXES:
+        said = []
+        for r in rows:
+            cid = r["id"]
+            if cells[cid][w]["verdict"] != claims.INCONCLUSIVE:
+                continue
+            p = _world_reading(cid, claims.world_values(r.get("values") or {}, w),
+                               w, registry)
+            if p is None or not p.get("codebooks") or p["needed"] is not None:
+                continue
+            n = next(iter(p["sizes"].values()))
+            what = (f"about {p['codebooks_needed']} codebooks on its {n} questions"
+                    if p["codebooks_needed"] is not None else
+                    f"about {p['both'][0]} questions with {p['both'][1]} codebooks"
+                    if p["both"] else None)
+            if what:
+                said.append((cid, what))
+        if said:
+            ids, whats = [c for c, _ in said], [f"{x} ({c})" for c, x in said]
+            verb = "stays" if len(ids) == 1 else "stay"
+            out.append(
+                f'<p class="finding" data-world="{w}">In '
+                f"{html.escape(catalogue.get(w).title)}, {_and(ids)} {verb} "
+                "inconclusive because alpha_SID's interval is mostly the spread "
+                "between codebooks, which more questions leave as it is; deciding "
+                f"would take {html.escape(_and(whats))} "
+                f"({registry['power']['level']:.0%} power, if the gaps seen here "
+                "are the true ones).</p>")
+    return "".join(out)
+
+
+def _and(items: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _sizes_words(p: dict, ran: str, level: float) -> str:
@@ -472,6 +522,7 @@ def _findings(rows, registry: dict, docname: str) -> str:
         out.append(f'<p class="finding" data-world="{w}"><b>'
                    f"{html.escape(catalogue.get(w).title)}</b>: {said}.</p>")
     out.append(_acceptance_sentence(rows, registry))
+    out.append(_undecided_sentence(rows, registry, cells))
     svg = figures.forest_svg(rows, registry)
     if svg:
         out.append('<figure class="forest-plot">' + svg + "<figcaption>Every "
