@@ -256,6 +256,17 @@ def test_the_power_plan_is_its_stated_calculation_and_the_math_profiles_run_it()
         names = {n for side in spec["sides"] for e in side
                  for n in re.findall(r"[a-z]\w+", str(e))}
         assert names <= set(reg["claims"][cid]["keys"]) | {"c5_quality_bound"}, cid
+    # the shares of a mean over codebooks name values the pages glue
+    from dlmspec_min.ssld import conditional
+
+    source = "".join(p.read_text() for p in
+                     (claims.REPO_ROOT / "dlmspec_min" / "experiments").glob("c*.py"))
+    shared = {cid for cid, spec in plan["claims"].items() if spec.get("shares")}
+    assert shared == {"C2", "C3", "C6", "C7"}
+    for cid in shared:
+        for name in plan["claims"][cid]["shares"]:
+            assert f'"{name}"' in source or name.removeprefix("c6_") in \
+                conditional.FIGURE_KEYS, (cid, name)
 
 
 def test_the_power_reading_of_a_world_and_its_note_on_the_claim_page():
@@ -285,17 +296,28 @@ def test_the_power_reading_of_a_world_and_its_note_on_the_claim_page():
         in math_note and "(this run: n_samples 38)" in math_note
     # a mean over codebooks: the note sizes questions and codebooks apart
     books = {**close, "c3_alpha_questions_share": 0.02, "c3_n_codebooks": 5}
+    # mostly codebooks: no number of samples at the run's 5, some codebooks would
     wide = claims.power_reading("C3", {**books, "c3_alpha_spread": 0.3}, [20], reg)
     assert wide["needed"] is None and wide["codebooks"] == 5
+    assert wide["codebooks_needed"] > 5 and wide["both"] is None
     words = claims_dashboard._sizes_words(wide, "n_samples 20", 0.8)
     assert "at this run's 5 codebooks no number of samples" in words
-    assert (f"about {wide['codebooks_needed']} codebooks would" in words
-            if wide["codebooks_needed"] else f"about {wide['both'][0]} samples "
-            f"with {wide['both'][1]} codebooks would" in words)
+    assert f"about {wide['codebooks_needed']} codebooks would" in words
+    # neither alone: both together
+    both = claims.power_reading("C3", {**books, "c3_alpha_questions_share": 0.2,
+                                       "c3_alpha_spread": 0.3}, [20], reg)
+    assert both["needed"] is None and both["codebooks_needed"] is None
+    assert both["both"][0] > 20 and both["both"][1] > 5
+    assert (f"together, about {both['both'][0]} samples with {both['both'][1]} "
+            "codebooks would") in claims_dashboard._sizes_words(both, "n 20", 0.8)
+    # mostly questions: a size at the run's codebooks, larger than with none
     small = claims.power_reading("C3", {**books, "c3_alpha_spread": 0.01}, [20], reg)
-    assert isinstance(small["needed"], int) and small["codebooks"] == 5
+    assert small["needed"] > 20 and small["codebooks"] == 5
     assert "would be expected to separate them at its 5 codebooks" in \
         claims_dashboard._sizes_words(small, "n_samples 20", 0.8)
+    as_float = claims.power_reading("C3", {**books, "c3_alpha_spread": 0.01,
+                                           "c3_n_codebooks": 5.0}, [20], reg)
+    assert as_float["needed"] == small["needed"]  # a whole float counts
     one = claims.power_reading("C3", {**books, "c3_alpha_spread": float("nan"),
                                       "c3_n_codebooks": 1}, [20], reg)
     assert one["codebooks"] is None and one["needed"] == q["needed"]  # as before
@@ -307,7 +329,13 @@ def test_the_power_reading_of_a_world_and_its_note_on_the_claim_page():
     cells["C3"]["math"]["verdict"] = claims.INCONCLUSIVE
     said = claims_dashboard._undecided_sentence([row], reg, cells)
     assert 'data-world="math"' in said and "C3 stays inconclusive" in said
-    assert "spread between codebooks" in said and "(C3)" in said
+    assert "spread between alpha_SID's codebooks" in said and "(C3)" in said
+    two = {**row, "id": "C6", "notebook": reg["claims"]["C6"]["notebook"], "values": {
+        k.replace("c3_", "c6_").replace("c6_alpha_math", "c6_alpha_sid_math"): v
+        for k, v in row["values"].items()}}
+    cells["C6"] = cells["C3"]
+    said = claims_dashboard._undecided_sentence([row, two], reg, cells)
+    assert "C3 and C6 stay inconclusive" in said and "(C3) and about" in said
     row["values"]["c3_alpha_spread_math"] = 0.01  # questions alone would do
     assert claims_dashboard._undecided_sentence([row], reg, cells) == ""
     nan = {**apart, "c3_alpha_hi": float("nan")}

@@ -201,7 +201,8 @@ def test_size_to_separate_follows_its_closed_form():
 
 def test_sizes_count_the_codebooks_spread_that_questions_leave_as_it_is():
     """A mean over codebooks: its questions' share shrinks with questions, its
-    codebooks' share only with codebooks (measures/power.py)."""
+    codebooks' share only with codebooks (measures/power.py). The two shares
+    are scaled to make the interval's own facing half-width together."""
     from dlmspec_min.measures import power
 
     a, b = (0.87, 0.82, 0.92), (0.79, 0.73, 0.84)  # gap 0.08, facing 0.05 and 0.05
@@ -212,31 +213,67 @@ def test_sizes_count_the_codebooks_spread_that_questions_leave_as_it_is():
 
     assert power.codebook_share(0.05, 4) == pytest.approx(Z * 0.05 / 2)
     assert power.codebook_share(float("nan"), 1) == 0.0  # one codebook: unknown
-    # with no codebooks' share the search finds the closed form's size
-    assert power.size_to_separate(a, b, 12, shares_a=(0.05, 0.0)) == \
+    # no codebooks' share: the search finds the closed form's size
+    assert power.size_to_separate(a, b, 12, shares_a=(0.02, 0.0)) == \
         power.size_to_separate(a, b, 12) == 32
-    # a codebooks' share: more questions needed, and it is the smallest that clears
-    n = power.size_to_separate(a, b, 12, shares_a=(0.04, 0.03))
+    # a's 0.05 split 0.04 : 0.03 (scaled from 0.08 : 0.06): more questions, and
+    # the smallest size that clears
+    n = power.size_to_separate(a, b, 12, shares_a=(0.08, 0.06))
     assert n > 32
     assert clears(np.hypot(0.04 * (12 / n) ** 0.5, 0.03), 0.05 * (12 / n) ** 0.5)
     m = n - 1
     assert not clears(np.hypot(0.04 * (12 / m) ** 0.5, 0.03), 0.05 * (12 / m) ** 0.5)
-    # a share as wide as the gap: no number of questions would do
-    assert power.size_to_separate(a, b, 12, shares_a=(0.01, 0.08)) is None
-    # ... but codebooks would, on the same questions, if the questions' shares
-    # are narrow enough; the smallest number that clears
-    narrow = (0.87, 0.86, 0.88), (0.79, 0.785, 0.795)
-    k = power.codebooks_to_separate(*narrow, 5, (0.01, 0.08))
-    assert k is not None and k > 5
-    assert clears(np.hypot(0.01, 0.08 * (5 / k) ** 0.5), 0.005)
-    assert not clears(np.hypot(0.01, 0.08 * (5 / (k - 1)) ** 0.5), 0.005)
-    assert power.codebooks_to_separate(a, b, 5, (0.01, 0.08)) is None  # b too wide
-    # neither alone: both together, twice the questions infinite codebooks need
-    both = power.both_to_separate(a, b, 12, 5, (0.04, 0.08))
-    base = power.size_to_separate(a, b, 12, shares_a=(0.04, 0.0))
-    assert both[0] == 2 * base
-    s = (12 / both[0]) ** 0.5
-    assert clears(np.hypot(0.04 * s, 0.08 * (5 / both[1]) ** 0.5), 0.05 * s)
+    # b's width measured on fewer questions (C7's n_tau) shrinks faster from there
+    n_b = power.size_to_separate(a, b, 12, 6, shares_a=(0.08, 0.06))
+    assert n_b < n
+    assert clears(np.hypot(0.04 * (12 / n_b) ** 0.5, 0.03), 0.05 * (6 / n_b) ** 0.5)
+    # mostly codebooks: no number of questions would do, but codebooks would
+    wide = (0.87, 0.80, 0.93), (0.79, 0.785, 0.795)  # facing 0.07 and 0.005
+    assert power.size_to_separate(*wide, 12, shares_a=(0.01, 0.07)) is None
+    k = power.codebooks_to_separate(*wide, 5, (0.01, 0.07))
+    q, c = 0.07 * 0.01 / np.hypot(0.01, 0.07), 0.07 * 0.07 / np.hypot(0.01, 0.07)
+    assert k > 5  # the run's intervals overlap, so more than the run's codebooks
+    assert clears(np.hypot(q, c * (5 / k) ** 0.5), 0.005)
+    assert not clears(np.hypot(q, c * (5 / (k - 1)) ** 0.5), 0.005)
+    assert power.codebooks_to_separate(a, (0.79, 0.7, 0.87), 5, (0.01, 0.08)) is None
+    # (b's own half-width, 0.07, leaves the gap too little whatever the codebooks)
+    # neither alone: twice the questions that infinite codebooks would need, and
+    # the fewest codebooks (at least the run's) that then do
+    a2 = (0.87, 0.80, 0.94)  # facing 0.07, split 0.04 : 0.08
+    assert power.size_to_separate(a2, b, 12, shares_a=(0.04, 0.08)) is None
+    assert power.codebooks_to_separate(a2, b, 5, (0.04, 0.08)) is None
+    grown, books = power.both_to_separate(a2, b, 12, 5, (0.04, 0.08))
+    q, c = 0.07 * 0.04 / np.hypot(0.04, 0.08), 0.07 * 0.08 / np.hypot(0.04, 0.08)
+    base = next(n for n in range(1, 10**5)
+                if clears(q * (12 / n) ** 0.5, 0.05 * (12 / n) ** 0.5))
+    assert grown == 2 * base
+    s = (12 / grown) ** 0.5
+    assert books > 5 and clears(np.hypot(q * s, c * (5 / books) ** 0.5), 0.05 * s)
+    assert not clears(np.hypot(q * s, c * (5 / (books - 1)) ** 0.5), 0.05 * s)
     assert power.both_to_separate(a, a, 12, 5, (0.04, 0.08)) is None  # no gap
     with pytest.raises(ValueError, match="n_codebooks"):
         power.codebooks_to_separate(a, b, 0, (0.01, 0.02))
+
+
+def test_the_spread_between_codebooks_leaves_out_what_the_questions_give_it():
+    """codebooks.width_parts: codebooks scored on the same questions differ by
+    their own effect and by noise that more questions shrink; the spread keeps
+    the first only."""
+    from dlmspec_min.ssld import codebooks
+
+    rng = np.random.default_rng(0)
+    trials = np.full(200, 8)
+
+    def spread(effects):
+        hits = rng.binomial(trials, 0.5 + np.asarray(effects)[:, None])
+        return codebooks.width_parts(hits, trials, 500, 1)[0], \
+            (hits.sum(1) / trials.sum()).std(ddof=1)
+
+    kept, raw = spread([0.0] * 8)  # no codebook effect: the noise alone
+    assert raw > 0.005 and kept < raw / 2
+    effects = [-0.15, -0.1, -0.05, 0.0, 0.0, 0.05, 0.1, 0.15]
+    kept, raw = spread(effects)
+    assert kept == pytest.approx(np.std(effects, ddof=1), rel=0.1)
+    assert kept <= raw
+    one, q = codebooks.width_parts(np.array([[1, 2, 3]]), np.array([4, 4, 4]), 200)
+    assert np.isnan(one) and q > 0  # one codebook: no spread to measure

@@ -194,9 +194,10 @@ def _world_reading(claim_id: str, values: dict, world: str, registry: dict):
 
 
 def _undecided_sentence(rows, registry: dict, cells: dict) -> str:
-    """The landing page's line on the inconclusive verdicts that more questions
-    alone cannot decide, per world: alpha_SID's interval is mostly the spread
-    between its codebooks; what would decide each (``_world_reading``)."""
+    """The landing page's line on the inconclusive verdicts that more samples
+    alone cannot decide, per world (the spread between alpha_SID's codebooks
+    alone is too wide for the gap), and what would decide each
+    (``_world_reading``)."""
     out = []
     for w in claims.WORLD_SUFFIXES:
         said = []
@@ -209,9 +210,9 @@ def _undecided_sentence(rows, registry: dict, cells: dict) -> str:
             if p is None or not p.get("codebooks") or p["needed"] is not None:
                 continue
             n = next(iter(p["sizes"].values()))
-            what = (f"about {p['codebooks_needed']} codebooks on its {n} questions"
+            what = (f"about {p['codebooks_needed']} codebooks on its {n} samples"
                     if p["codebooks_needed"] is not None else
-                    f"about {p['both'][0]} questions with {p['both'][1]} codebooks"
+                    f"about {p['both'][0]} samples with {p['both'][1]} codebooks"
                     if p["both"] else None)
             if what:
                 said.append((cid, what))
@@ -221,9 +222,9 @@ def _undecided_sentence(rows, registry: dict, cells: dict) -> str:
             out.append(
                 f'<p class="finding" data-world="{w}">In '
                 f"{html.escape(catalogue.get(w).title)}, {_and(ids)} {verb} "
-                "inconclusive because alpha_SID's interval is mostly the spread "
-                "between codebooks, which more questions leave as it is; deciding "
-                f"would take {html.escape(_and(whats))} "
+                "inconclusive: the spread between alpha_SID's codebooks alone is "
+                "too wide for the gap to its bar, and more samples leave it as it "
+                f"is; deciding would take {html.escape(_and(whats))} "
                 f"({registry['power']['level']:.0%} power, if the gaps seen here "
                 "are the true ones).</p>")
     return "".join(out)
@@ -247,8 +248,8 @@ def _sizes_words(p: dict, ran: str, level: float) -> str:
                f"to separate them at its {books} codebooks"
                if p["needed"] is not None else
                f"at this run's {books} codebooks no number of samples would be "
-               "expected to separate them (the spread between codebooks, which "
-               "more samples leave as it is, is too wide)")
+               "expected to separate them (the spread between its codebooks alone "
+               "is too wide for the gap, and more samples leave it as it is)")
     more = (f"about {p['codebooks_needed']} codebooks would on this run's samples"
             if p.get("codebooks_needed") is not None else
             "no number of codebooks would on this run's samples")

@@ -335,12 +335,15 @@ def measure_setting(models, world: MathWorld, config: Config, *, n_codebooks: in
     alpha = (v3["c3_alpha"], v3["c3_alpha_lo"], v3["c3_alpha_hi"])
     c3_verdict = verdict("C3", v3)
     books, spread = v3["c3_n_codebooks"], v3["c3_alpha_spread"]
-    shares = ((v3["c3_alpha_questions_share"], power.codebook_share(spread, books))
-              if books >= 2 and math.isfinite(spread) else None)  # claims.yml: power
-    decide = math.nan  # decided already
-    if c3_verdict == INCONCLUSIVE:  # inf: no number of questions at these codebooks
-        decide = power.size_to_separate(alpha, star, n_samples, shares_a=shares)
-        decide = math.inf if decide is None else float(decide)
+    q = v3["c3_alpha_questions_share"]
+    shares = ((q, power.codebook_share(spread, books)) if books >= 2
+              and math.isfinite(spread) and math.isfinite(q) else None)  # power:
+    decide = math.nan  # decided already, or no size decides (estimates coincide)
+    if c3_verdict == INCONCLUSIVE:
+        n = power.size_to_separate(alpha, star, n_samples, shares_a=shares)
+        apart = power.size_to_separate(alpha, star, n_samples) is not None
+        # inf: the estimates differ, but no number of questions at these codebooks
+        decide = float(n) if n is not None else math.inf if apart else math.nan
     acc = c3.tables["accelerators"]
     glue_bits, content_bits = freedom_bits(world, n_samples, seed)
     gain = traj_gain(c3, n_bootstrap, seed)

@@ -98,12 +98,24 @@ def _checked(a, b, power: float, level: float):
     return gap, h1 * widen, h2 * widen, widen, NormalDist().inv_cdf(power)
 
 
+def _calibrated(h1: float, shares_a) -> tuple[float, float]:
+    """``a``'s two shares (questions', codebooks') scaled so that together they
+    make its interval's own facing half-width ``h1``: the run's interval is
+    what its verdict reads, so the model reproduces it at the run's sizes and
+    keeps only the split between the two parts from ``shares_a``."""
+    q, c = (max(float(x), 0.0) for x in shares_a)
+    whole = math.hypot(q, c)
+    if not math.isfinite(whole) or whole == 0:
+        return h1, 0.0
+    return q * h1 / whole, c * h1 / whole
+
+
 def codebooks_to_separate(a, b, n_codebooks: int, shares_a: tuple[float, float],
                           power: float = 0.8, level: float = 0.95) -> int | None:
     """Codebooks at which the intervals of ``a`` (a mean over ``n_codebooks``
-    codebooks, its 95 % half-width's two shares ``shares_a`` = (questions',
+    codebooks, its half-width split in ``shares_a`` = (questions',
     codebooks') as in ``size_to_separate``) and ``b`` (no codebooks) are
-    expected to separate with probability ``power``, on the same questions;
+    expected to separate with probability ``power``, on the run's questions;
     None when no number of codebooks would (the questions' shares alone are
     too wide) or the estimates coincide."""
     if not (isinstance(n_codebooks, int) and n_codebooks >= 1):
@@ -111,8 +123,8 @@ def codebooks_to_separate(a, b, n_codebooks: int, shares_a: tuple[float, float],
     got = _checked(a, b, power, level)
     if got is None:
         return None
-    gap, _, h2, widen, z = got
-    q1, c1 = (max(float(x), 0.0) * widen for x in shares_a)
+    gap, h1, h2, _, z = got
+    q1, c1 = _calibrated(h1, shares_a)
     return _smallest(lambda m: _clears(
         gap, math.hypot(q1, c1 * math.sqrt(n_codebooks / m)), h2, z))
 
@@ -131,11 +143,12 @@ def size_to_separate(a, b, n_a: int, n_b: int | None = None,
 
     Each half-width ``h`` at ``n`` is ``h * sqrt(n_side / n)``, so the module's
     condition solves to ``sqrt(n) = (sum h sqrt(n_side) + z sqrt(sum h**2
-    n_side) / 1.96) / gap``. ``shares_a``: ``a``'s 95 % half-width as two
-    shares, (the questions', the codebooks' (``codebook_share``)), in place of
-    its interval's; ``a``'s half-width at ``n`` is then ``sqrt(q**2 * n_a / n +
-    c**2)``, the size is found by search, and None also means that no number
-    of questions would separate them."""
+    n_side) / 1.96) / gap``. ``shares_a``: how ``a``'s half-width splits into
+    the questions' share and the codebooks' (``codebook_share``), at 95 %; the
+    two are scaled to make ``a``'s own facing half-width together
+    (``_calibrated``), ``a``'s half-width at ``n`` is then ``sqrt(q**2 * n_a /
+    n + c**2)``, the size is found by search, and None also means that no
+    number of questions would separate them."""
     n_b = n_a if n_b is None else n_b
     for n in (n_a, n_b):
         if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
@@ -148,7 +161,7 @@ def size_to_separate(a, b, n_a: int, n_b: int | None = None,
         root = (h1 * math.sqrt(n_a) + h2 * math.sqrt(n_b)
                 + z * math.sqrt(h1**2 * n_a + h2**2 * n_b) / Z95) / gap
         return max(1, math.ceil(root**2))
-    q1, c1 = (max(float(x), 0.0) * widen for x in shares_a)
+    q1, c1 = _calibrated(h1, shares_a)
     return _smallest(lambda n: _clears(gap, math.hypot(q1 * math.sqrt(n_a / n), c1),
                                        h2 * math.sqrt(n_b / n), z))
 
@@ -175,24 +188,29 @@ def allocate(first: dict[str, int], needed: dict[str, int], seconds: dict[str, f
     return {c: caps[c] for c in needed}
 
 
-def both_to_separate(a, b, n: int, n_codebooks: int, shares_a: tuple[float, float],
-                     power: float = 0.8, level: float = 0.95) -> tuple[int, int] | None:
+def both_to_separate(a, b, n_a: int, n_codebooks: int, shares_a: tuple[float, float],
+                     n_b: int | None = None, power: float = 0.8,
+                     level: float = 0.95) -> tuple[int, int] | None:
     """(samples, codebooks) that together are expected to separate the
-    intervals where neither alone would: twice the samples that would do with
-    the codebooks' spread gone (``size_to_separate`` with a codebooks' share of
-    0), and the codebooks that then do (``codebooks_to_separate`` at that
-    size). ``a``, ``b``, ``shares_a`` as there, both sides measured on ``n``;
-    None when the estimates coincide."""
-    base = size_to_separate(a, b, n, power=power, level=level,
-                            shares_a=(shares_a[0], 0.0))
+    intervals where neither alone would; one such pair, not the cheapest:
+    twice the samples that would do with the codebooks' share gone (at least
+    one more than the run's), and the fewest codebooks, not fewer than the
+    run's, that then do. ``a``, ``b``, ``n_a``, ``n_b``, ``shares_a`` as in
+    ``size_to_separate``; None when the estimates coincide."""
+    if not (isinstance(n_codebooks, int) and n_codebooks >= 1):
+        raise ValueError(f"n_codebooks must be an int >= 1, got {n_codebooks!r}")
+    n_b = n_a if n_b is None else n_b
+    got = _checked(a, b, power, level)
+    if got is None:
+        return None
+    gap, h1, h2, _, z = got
+    q1, c1 = _calibrated(h1, shares_a)
+    base = _smallest(lambda n: _clears(gap, q1 * math.sqrt(n_a / n),
+                                       h2 * math.sqrt(n_b / n), z))
     if base is None:
         return None
-    grown = 2 * base
-    widen_b = math.sqrt(n / grown)
-    va, la, ha = a
-    vb, lb, hb = b  # b's interval as it would be at the grown size
-    b_grown = (vb, vb - (vb - lb) * widen_b, vb + (hb - vb) * widen_b)
-    books = codebooks_to_separate(a, b_grown, n_codebooks,
-                                  (shares_a[0] * widen_b, shares_a[1]),
-                                  power=power, level=level)
-    return (grown, books) if books is not None else None
+    n = max(2 * base, n_a + 1)
+    books = _smallest(lambda m: _clears(
+        gap, math.hypot(q1 * math.sqrt(n_a / n), c1 * math.sqrt(n_codebooks / m)),
+        h2 * math.sqrt(n_b / n), z))
+    return None if books is None else (n, max(books, n_codebooks))

@@ -278,7 +278,9 @@ def power_reading(claim_id: str, values: dict[str, Any], sizes: list[int],
         books_needed = power.codebooks_to_separate(a, b, books, shares, power=level)
     need = power.size_to_separate(a, b, *sizes[:2], power=level, shares_a=shares)
     if shares is not None and need is None and books_needed is None:
-        both = power.both_to_separate(a, b, sizes[0], books, shares, power=level)
+        both = power.both_to_separate(a, b, sizes[0], books, shares,
+                                      n_b=sizes[1] if len(sizes) > 1 else None,
+                                      power=level)
     return {"a": a, "b": b, "separated": power.separated(a, b), "needed": need,
             "labels": spec.get("labels", ["one side", "the other"]),
             "sizes": dict(zip(spec["size"], sizes, strict=False)),
@@ -297,10 +299,14 @@ def _shares(spec: dict, values: dict[str, Any]) -> tuple[float, float, int] | No
         q, spread, books = (values[str(n)] for n in names)
     except KeyError:
         return None
-    if not (math.isfinite(float(q)) and math.isfinite(float(spread))
-            and isinstance(books, int) and books >= 2):
+    try:
+        q, spread, whole = float(q), float(spread), float(books)
+    except (TypeError, ValueError):
         return None
-    return float(q), float(spread), books
+    if not (math.isfinite(q) and math.isfinite(spread) and whole.is_integer()
+            and whole >= 2):
+        return None
+    return q, spread, int(whole)
 
 
 def evidence(claim_id: str, values: dict[str, Any],

@@ -87,7 +87,7 @@ def best_draft_row(table: pd.DataFrame, sid: SemanticIDs, tokens: torch.Tensor,
     }
 
 
-SPREAD = "sd between codebooks"  # pooled_acceptance's two parts of its width
+SPREAD = "sd between codebooks"  # width_parts: what more questions leave as it is
 QUESTIONS_SHARE = "half-width over questions alone"
 
 
@@ -200,10 +200,8 @@ def pooled_acceptance(
     codebook's rate), ``low``/``high`` (``stats.seed_pooled_rate``: resampling
     codebooks and sequences, united with Clopper-Pearson), the lowest and
     highest single-codebook rate, ``codebooks``, and the two parts of the
-    interval's width that ``measures.power`` sizes apart: ``SPREAD`` (the
-    standard deviation of the single codebooks' rates, NaN for one codebook)
-    and ``QUESTIONS_SHARE`` (the 95 % half-width of a bootstrap over sequences
-    alone, the codebooks fixed). ``best_pooled_draft``
+    interval's width that ``measures.power`` sizes apart, ``SPREAD`` and
+    ``QUESTIONS_SHARE`` (``width_parts``). ``best_pooled_draft``
     picks the draft with the highest pooled alpha (one draft for all codebooks).
     """
     if not books:
@@ -216,14 +214,43 @@ def pooled_acceptance(
                          for b in books.values()])  # (S, B)
         est, lo, hi = stats.seed_pooled_rate(hits, trials, n_boot, seed)
         per = hits.sum(1) / trials.sum()
-        _, q_lo, q_hi = stats.ratio_bootstrap(hits.mean(0), trials, n_boot, seed,
-                                              level=0.95)
         rows.append(dict(prediction=name, alpha=est, low=lo, high=hi,
                          lowest=float(per.min()), highest=float(per.max()),
                          codebooks=len(books),
-                         **{SPREAD: float(per.std(ddof=1)) if len(per) > 1
-                            else math.nan, QUESTIONS_SHARE: (q_hi - q_lo) / 2}))
+                         **dict(zip((SPREAD, QUESTIONS_SHARE),
+                                    width_parts(hits, trials, n_boot, seed),
+                                    strict=True))))
     return pd.DataFrame(rows).set_index("prediction")
+
+
+def width_parts(hits: np.ndarray, trials: np.ndarray, n_boot: int = 2000,
+                seed: int = 0) -> tuple[float, float]:
+    """The two parts of a mean-over-codebooks rate's width that
+    ``measures.power`` sizes apart: (the spread between codebooks, the
+    questions' share).
+
+    ``hits`` (S, B), ``trials`` (B,) as in ``stats.seed_pooled_rate``. One
+    bootstrap over sequences (``n_boot`` draws, the codebooks fixed) gives the
+    questions' share, the 95 % half-width of the mean's percentile interval,
+    and each codebook's deviation from the mean under it. The spread is the
+    standard deviation of the codebooks' rates with the part those deviations
+    owe to the questions taken out (S/(S-1) times their mean bootstrap
+    variance, subtracted from the variance, floored at 0): what is left is the
+    codebooks' own, which more questions do not shrink. NaN for one codebook.
+    """
+    H, n = np.asarray(hits, float), np.asarray(trials, float)
+    S, B = H.shape
+    idx = np.random.default_rng(seed).integers(0, B, size=(n_boot, B))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = H[:, idx].sum(-1) / n[idx].sum(-1)  # (S, n_boot)
+    mean = boot.mean(0)
+    ok = np.isfinite(mean)
+    lo, hi = np.quantile(mean[ok], [0.025, 0.975])
+    if S < 2:
+        return math.nan, float(hi - lo) / 2
+    per = H.sum(1) / n.sum()
+    noise = S / (S - 1) * float((boot[:, ok] - mean[ok]).var(axis=1, ddof=1).mean())
+    return math.sqrt(max(float(per.var(ddof=1)) - noise, 0.0)), float(hi - lo) / 2
 
 
 def best_pooled_draft(pooled: pd.DataFrame) -> str:
