@@ -329,13 +329,13 @@ def test_the_power_reading_of_a_world_and_its_note_on_the_claim_page():
     cells["C3"]["math"]["verdict"] = claims.INCONCLUSIVE
     said = claims_dashboard._undecided_sentence([row], reg, cells)
     assert 'data-world="math"' in said and "C3 stays inconclusive" in said
-    assert "spread between alpha_SID's codebooks" in said and "(C3)" in said
+    assert "spread between alpha_SID's codebooks" in said and " for C3, at " in said
     two = {**row, "id": "C6", "notebook": reg["claims"]["C6"]["notebook"], "values": {
         k.replace("c3_", "c6_").replace("c6_alpha_math", "c6_alpha_sid_math"): v
         for k, v in row["values"].items()}}
     cells["C6"] = cells["C3"]
     said = claims_dashboard._undecided_sentence([row, two], reg, cells)
-    assert "C3 and C6 stay inconclusive" in said and "(C3) and about" in said
+    assert "C3 and C6 stay inconclusive" in said and " for C3 and about" in said
     row["values"]["c3_alpha_spread_math"] = 0.01  # questions alone would do
     assert claims_dashboard._undecided_sentence([row], reg, cells) == ""
     nan = {**apart, "c3_alpha_hi": float("nan")}

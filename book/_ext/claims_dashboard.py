@@ -217,16 +217,16 @@ def _undecided_sentence(rows, registry: dict, cells: dict) -> str:
             if what:
                 said.append((cid, what))
         if said:
-            ids, whats = [c for c, _ in said], [f"{x} ({c})" for c, x in said]
+            ids, whats = [c for c, _ in said], [f"{x} for {c}" for c, x in said]
             verb = "stays" if len(ids) == 1 else "stay"
             out.append(
                 f'<p class="finding" data-world="{w}">In '
                 f"{html.escape(catalogue.get(w).title)}, {_and(ids)} {verb} "
                 "inconclusive: the spread between alpha_SID's codebooks alone is "
                 "too wide for the gap to its bar, and more samples leave it as it "
-                f"is; deciding would take {html.escape(_and(whats))} "
-                f"({registry['power']['level']:.0%} power, if the gaps seen here "
-                "are the true ones).</p>")
+                f"is; deciding would take {html.escape(_and(whats))}, at "
+                f"{registry['power']['level']:.0%} power if the gaps seen here "
+                "are the true ones.</p>")
     return "".join(out)
 
 
