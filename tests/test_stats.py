@@ -213,6 +213,11 @@ def test_sizes_count_the_codebooks_spread_that_questions_leave_as_it_is():
 
     assert power.codebook_share(0.05, 4) == pytest.approx(Z * 0.05 / 2)
     assert power.codebook_share(float("nan"), 1) == 0.0  # one codebook: unknown
+    assert power.shares(0.02, 0.05, 4) == power.shares(0.02, 0.05, 4.0) == \
+        (0.02, power.codebook_share(0.05, 4))
+    for unknown in ((0.02, float("nan"), 4), (0.02, 0.05, 1), (0.02, 0.05, 4.5),
+                    (None, 0.05, 4), (float("inf"), 0.05, 4)):
+        assert power.shares(*unknown) is None, unknown
     # no codebooks' share: the search finds the closed form's size
     assert power.size_to_separate(a, b, 12, shares_a=(0.02, 0.0)) == \
         power.size_to_separate(a, b, 12) == 32

@@ -334,10 +334,8 @@ def measure_setting(models, world: MathWorld, config: Config, *, n_codebooks: in
             1 - 1 / v3["c3_tau_acc_hi"])
     alpha = (v3["c3_alpha"], v3["c3_alpha_lo"], v3["c3_alpha_hi"])
     c3_verdict = verdict("C3", v3)
-    books, spread = v3["c3_n_codebooks"], v3["c3_alpha_spread"]
-    q = v3["c3_alpha_questions_share"]
-    shares = ((q, power.codebook_share(spread, books)) if books >= 2
-              and math.isfinite(spread) and math.isfinite(q) else None)  # power:
+    shares = power.shares(v3["c3_alpha_questions_share"], v3["c3_alpha_spread"],
+                          v3["c3_n_codebooks"])  # claims.yml: power: shares
     decide = math.nan  # decided already, or no size decides (estimates coincide)
     if c3_verdict == INCONCLUSIVE:
         n = power.size_to_separate(alpha, star, n_samples, shares_a=shares)

@@ -63,6 +63,21 @@ def codebook_share(spread: float, n_codebooks: int) -> float:
     return Z95 * spread / math.sqrt(n_codebooks)
 
 
+def shares(questions_share, spread, n_codebooks) -> tuple[float, float] | None:
+    """``shares_a`` for a mean over ``n_codebooks`` codebooks: (the questions'
+    share, ``codebook_share``), or None where they are unknown (a value not a
+    finite number, fewer than two codebooks, or a number of codebooks that is
+    not whole), so that the sizes fall back to one shrinking half-width."""
+    try:
+        q, sd, whole = float(questions_share), float(spread), float(n_codebooks)
+    except (TypeError, ValueError):
+        return None
+    if not (math.isfinite(q) and math.isfinite(sd) and whole.is_integer()
+            and whole >= 2):
+        return None
+    return q, codebook_share(sd, int(whole))
+
+
 def _clears(gap: float, h1: float, h2: float, z: float) -> bool:
     """The module's condition: the gap clears both half-widths and, with the
     stated power, the gap's own noise."""
@@ -84,7 +99,8 @@ def _smallest(ok, limit: int = 10**9) -> int | None:
 
 
 def _checked(a, b, power: float, level: float):
-    """(gap, h1, h2, widen, z) for two sides, or None when no size decides."""
+    """(gap, h1, h2, z) for two sides (the half-widths widened to ``level``), or
+    None when no size decides."""
     if not 0.5 <= power < 1:
         raise ValueError(f"power must lie in [0.5, 1), got {power!r}")
     if not all(math.isfinite(x) for x in (*a, *b)):
@@ -95,7 +111,7 @@ def _checked(a, b, power: float, level: float):
     if gap <= 0:
         return None
     widen = NormalDist().inv_cdf(1 - (1 - level) / 2) / Z95
-    return gap, h1 * widen, h2 * widen, widen, NormalDist().inv_cdf(power)
+    return gap, h1 * widen, h2 * widen, NormalDist().inv_cdf(power)
 
 
 def _calibrated(h1: float, shares_a) -> tuple[float, float]:
@@ -123,7 +139,7 @@ def codebooks_to_separate(a, b, n_codebooks: int, shares_a: tuple[float, float],
     got = _checked(a, b, power, level)
     if got is None:
         return None
-    gap, h1, h2, _, z = got
+    gap, h1, h2, z = got
     q1, c1 = _calibrated(h1, shares_a)
     return _smallest(lambda m: _clears(
         gap, math.hypot(q1, c1 * math.sqrt(n_codebooks / m)), h2, z))
@@ -156,7 +172,7 @@ def size_to_separate(a, b, n_a: int, n_b: int | None = None,
     got = _checked(a, b, power, level)
     if got is None:
         return None
-    gap, h1, h2, widen, z = got
+    gap, h1, h2, z = got
     if shares_a is None:
         root = (h1 * math.sqrt(n_a) + h2 * math.sqrt(n_b)
                 + z * math.sqrt(h1**2 * n_a + h2**2 * n_b) / Z95) / gap
@@ -203,7 +219,7 @@ def both_to_separate(a, b, n_a: int, n_codebooks: int, shares_a: tuple[float, fl
     got = _checked(a, b, power, level)
     if got is None:
         return None
-    gap, h1, h2, _, z = got
+    gap, h1, h2, z = got
     q1, c1 = _calibrated(h1, shares_a)
     base = _smallest(lambda n: _clears(gap, q1 * math.sqrt(n_a / n),
                                        h2 * math.sqrt(n_b / n), z))

@@ -271,10 +271,9 @@ def power_reading(claim_id: str, values: dict[str, Any], sizes: list[int],
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
     level = registry["power"]["level"]
-    shares, books, books_needed, both = _shares(spec, values), None, None, None
+    shares, books = _shares(spec, values)
+    books_needed, both = None, None
     if shares is not None:  # alpha_SID's width: questions' share, codebooks' share
-        q, spread, books = shares
-        shares = (q, power.codebook_share(spread, books))
         books_needed = power.codebooks_to_separate(a, b, books, shares, power=level)
     need = power.size_to_separate(a, b, *sizes[:2], power=level, shares_a=shares)
     if shares is not None and need is None and books_needed is None:
@@ -287,26 +286,18 @@ def power_reading(claim_id: str, values: dict[str, Any], sizes: list[int],
             "codebooks": books, "codebooks_needed": books_needed, "both": both}
 
 
-def _shares(spec: dict, values: dict[str, Any]) -> tuple[float, float, int] | None:
-    """The ``power:`` entry's ``shares`` of its first side, (the questions'
-    share, the codebooks' spread, the number of codebooks), or None where the
-    entry names none or ``values`` lack them or the spread is unknown (one
-    codebook)."""
+def _shares(spec: dict, values: dict[str, Any]):
+    """(``power.shares`` of the ``power:`` entry's ``shares`` names, the number
+    of codebooks), or (None, None) where the entry names none, ``values`` lack
+    them or they are unknown (one codebook)."""
+    from ..measures import power
+
     names = spec.get("shares")
-    if not names:
-        return None
-    try:
-        q, spread, books = (values[str(n)] for n in names)
-    except KeyError:
-        return None
-    try:
-        q, spread, whole = float(q), float(spread), float(books)
-    except (TypeError, ValueError):
-        return None
-    if not (math.isfinite(q) and math.isfinite(spread) and whole.is_integer()
-            and whole >= 2):
-        return None
-    return q, spread, int(whole)
+    if not names or any(str(n) not in values for n in names):
+        return None, None
+    q, spread, books = (values[str(n)] for n in names)
+    both = power.shares(q, spread, books)
+    return (None, None) if both is None else (both, int(float(books)))
 
 
 def evidence(claim_id: str, values: dict[str, Any],
